@@ -1,0 +1,3 @@
+"""Paper digest: personalised trending research papers in your inbox."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,174 @@
+"""Domain objects passed between pipeline stages: small, frozen, no behaviour beyond formatting."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from datetime import date, time
+
+_ARXIV_ID = re.compile(r"^(\d{4}\.\d{4,5})(v\d+)?$|^([a-z-]+(\.[A-Z]{2})?/\d{7})(v\d+)?$")
+
+
+def normalise_title(title: str) -> str:
+    """Lower-case, accent-free, punctuation-free title used to recognise one paper across sources."""
+    text = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode()
+    return " ".join(re.sub(r"[^a-z0-9]+", " ", text.lower()).split())
+
+
+def clean_arxiv_id(value: str | None) -> str | None:
+    """The version-less arXiv id in `value`, or None when it is not one."""
+    if not value:
+        return None
+    match = _ARXIV_ID.match(value.strip())
+    if not match:
+        return None
+    return match.group(1) or match.group(3)
+
+
+def paper_key(arxiv_id: str | None, title: str) -> str:
+    """Identity of a paper: its arXiv id where known, else its normalised title."""
+    return arxiv_id if arxiv_id else "title:" + normalise_title(title)
+
+
+@dataclass(frozen=True)
+class Paper:
+    """One paper as a source reports it (a snapshot: upvotes are as seen on `listed_on`)."""
+
+    title: str
+    abstract: str
+    arxiv_id: str | None = None
+    authors: tuple[str, ...] = ()
+    n_authors: int | None = None
+    organization: str | None = None
+    published: date | None = None
+    listed_on: date | None = None
+    upvotes: int | None = None
+    comments: int | None = None
+    url: str | None = None
+    categories: tuple[str, ...] = ()
+    keywords: tuple[str, ...] = ()
+    summary: str | None = None
+    github_url: str | None = None
+    project_url: str | None = None
+    store_id: int | None = None  # set by the store when a paper is read back from it
+
+    @property
+    def key(self) -> str:
+        return paper_key(self.arxiv_id, self.title)
+
+    @property
+    def author_count(self) -> int:
+        return len(self.authors) if self.authors else (self.n_authors or 0)
+
+
+@dataclass(frozen=True)
+class RecordError:
+    """A record a source could not read: where it is and what is wrong with it."""
+
+    source: str
+    line: int | None
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"{self.source}:{self.line}" if self.line is not None else self.source
+        return f"{where}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class ParseResult:
+    """What one source yielded: the papers it could read and an error per record it could not."""
+
+    papers: tuple[Paper, ...]
+    errors: tuple[RecordError, ...] = ()
+
+
+@dataclass(frozen=True)
+class Interest:
+    """One topic of a subscriber, as keywords and phrases."""
+
+    name: str
+    keywords: tuple[str, ...]
+    weight: float = 1.0
+
+
+@dataclass(frozen=True)
+class Subscriber:
+    """A validated subscriber profile (runtime state such as unsubscribes lives in the store)."""
+
+    email: str
+    name: str = ""
+    timezone: str = "UTC"
+    send_at: time = time(7, 0)
+    frequency: str = "daily"
+    max_papers: int = 10
+    interests: tuple[Interest, ...] = ()
+    exclude: tuple[str, ...] = ()
+    path: str = ""
+
+
+@dataclass(frozen=True)
+class Item:
+    """A paper picked for a digest, with its score and the reasons it was picked."""
+
+    paper: Paper
+    score: float
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Section:
+    """A group of picked papers under one of the subscriber's interests (or 'Trending')."""
+
+    name: str
+    items: tuple[Item, ...]
+
+
+@dataclass(frozen=True)
+class Digest:
+    """Everything one subscriber gets on one date, before rendering."""
+
+    subscriber: Subscriber
+    date: date
+    sections: tuple[Section, ...]
+    trending: bool = False
+
+    @property
+    def items(self) -> tuple[Item, ...]:
+        return tuple(item for section in self.sections for item in section.items)
+
+    @property
+    def count(self) -> int:
+        return sum(len(section.items) for section in self.sections)
+
+
+@dataclass(frozen=True)
+class Links:
+    """The per-digest URLs the footer and headers carry."""
+
+    unsubscribe: str
+    preferences: str
+    unsubscribe_mailto: str | None = None
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A digest turned into what goes into the message."""
+
+    subject: str
+    preheader: str
+    html: str
+    text: str
+    links: Links = field(default_factory=lambda: Links("", ""))
+
+
+@dataclass(frozen=True)
+class Newsletter:
+    """Who sends the digest: identity, links and the footer's postal address."""
+
+    name: str = "Paper Digest"
+    from_address: str = "digest@example.org"
+    reply_to: str = ""
+    base_url: str = "https://digest.example.org"
+    postal_address: str = "Paper Digest, 1 Example Street, Example City"
+    unsubscribe_mailto: str = ""

@@ -1,0 +1,330 @@
+"""All database I/O: papers and their upvote history, the send log, suppressions (SQLAlchemy Core)."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields, replace
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from .errors import StoreError
+from .models import Paper, normalise_title
+
+metadata = sa.MetaData()
+
+papers = sa.Table(
+    "papers", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("arxiv_id", sa.String, unique=True),
+    sa.Column("title_norm", sa.String, nullable=False, index=True),
+    sa.Column("title", sa.String, nullable=False),
+    sa.Column("abstract", sa.Text, nullable=False),
+    sa.Column("data", sa.Text, nullable=False),  # the remaining Paper fields as JSON
+    sa.Column("upvotes", sa.Integer),
+    sa.Column("published", sa.Date),
+    sa.Column("first_seen", sa.Date, nullable=False, index=True),
+    sa.Column("updated_at", sa.DateTime, nullable=False),
+)
+
+upvotes = sa.Table(
+    "upvotes", metadata,
+    sa.Column("paper_id", sa.Integer, sa.ForeignKey("papers.id"), primary_key=True),
+    sa.Column("observed_on", sa.Date, primary_key=True),
+    sa.Column("upvotes", sa.Integer, nullable=False),
+)
+
+deliveries = sa.Table(
+    "deliveries", metadata,
+    sa.Column("subscriber", sa.String, primary_key=True),
+    sa.Column("digest_date", sa.Date, primary_key=True),
+    sa.Column("message_id", sa.String, nullable=False),
+    sa.Column("status", sa.String, nullable=False),  # pending | sent | failed
+    sa.Column("attempts", sa.Integer, nullable=False, default=0),
+    sa.Column("transport", sa.String, nullable=False),
+    sa.Column("detail", sa.Text, nullable=False, default=""),
+    sa.Column("updated_at", sa.DateTime, nullable=False),
+)
+
+received = sa.Table(
+    "received", metadata,
+    sa.Column("subscriber", sa.String, primary_key=True),
+    sa.Column("paper_id", sa.Integer, sa.ForeignKey("papers.id"), primary_key=True),
+    sa.Column("digest_date", sa.Date, nullable=False),
+)
+
+suppressions = sa.Table(
+    "suppressions", metadata,
+    sa.Column("email", sa.String, primary_key=True),
+    sa.Column("reason", sa.String, nullable=False),
+    sa.Column("created_at", sa.DateTime, nullable=False),
+)
+
+meta = sa.Table(
+    "meta", metadata,
+    sa.Column("key", sa.String, primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+)
+
+# Paper fields kept in the JSON column (the rest have columns of their own).
+_COLUMN_FIELDS = {"title", "abstract", "arxiv_id", "upvotes", "published", "store_id"}
+_JSON_FIELDS = [f.name for f in fields(Paper) if f.name not in _COLUMN_FIELDS]
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def _to_json(paper: Paper) -> str:
+    out: dict[str, Any] = {}
+    for name in _JSON_FIELDS:
+        value = getattr(paper, name)
+        if value in (None, (), ""):
+            continue
+        out[name] = value.isoformat() if isinstance(value, date) else value
+    return json.dumps(out, sort_keys=True, ensure_ascii=False)
+
+
+def _from_row(row: Any) -> Paper:
+    data = json.loads(row.data)
+    for name in ("authors", "categories", "keywords"):
+        if name in data:
+            data[name] = tuple(data[name])
+    if "listed_on" in data:
+        data["listed_on"] = date.fromisoformat(data["listed_on"])
+    return Paper(title=row.title, abstract=row.abstract, arxiv_id=row.arxiv_id, upvotes=row.upvotes,
+                 published=row.published, store_id=row.id, **data)
+
+
+def _merge(old: Paper, new: Paper) -> Paper:
+    """Combine two sightings of one paper: keep what either knows, prefer the newer values."""
+    changes = {}
+    for f in fields(Paper):
+        if f.name == "store_id":
+            continue
+        value = getattr(new, f.name)
+        if value not in (None, (), "") and value != getattr(old, f.name):
+            changes[f.name] = value
+    if new.upvotes is not None and old.upvotes is not None and old.listed_on and new.listed_on \
+            and new.listed_on < old.listed_on:
+        changes.pop("upvotes", None)  # an older page must not roll the count back
+        changes.pop("listed_on", None)
+    return replace(old, **changes)
+
+
+@dataclass(frozen=True)
+class IngestCounts:
+    """What one ingest did to the store."""
+
+    distinct: int = 0
+    new: int = 0
+    updated: int = 0
+    unchanged: int = 0
+
+
+@dataclass(frozen=True)
+class DeliveryRecord:
+    """One row of the send log."""
+
+    subscriber: str
+    digest_date: date
+    message_id: str
+    status: str
+    attempts: int
+    transport: str
+    detail: str
+
+
+class Store:
+    """The database: open it with a SQLAlchemy URL; tables are created on first use."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        if url.startswith("sqlite:///"):
+            folder = Path(url.removeprefix("sqlite:///")).parent
+            if str(folder) not in ("", ".") and not folder.exists():
+                raise StoreError(f"database folder {folder} does not exist")
+        try:
+            self.engine: Engine = sa.create_engine(url)
+            if self.engine.dialect.name == "sqlite":
+                sa.event.listen(self.engine, "connect", _sqlite_pragmas)
+            metadata.create_all(self.engine)
+        except sa.exc.SQLAlchemyError as exc:
+            raise StoreError(f"cannot open database {url}: {exc.__class__.__name__}: {exc.orig if hasattr(exc, 'orig') else exc}") from exc
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # -- papers -------------------------------------------------------------
+
+    def add_papers(self, batch: Iterable[Paper], *, seen_on: date) -> IngestCounts:
+        """Insert or merge papers (one transaction); same arXiv id or title is one paper."""
+        touched: set[int] = set()
+        inserted: set[int] = set()
+        changed: set[int] = set()
+        with self.engine.begin() as conn:
+            by_arxiv, by_title = self._index(conn)
+            for paper in batch:
+                row_id = (by_arxiv.get(paper.arxiv_id) if paper.arxiv_id else None) \
+                    or by_title.get(normalise_title(paper.title))
+                if row_id is None:
+                    row_id = self._insert(conn, paper, seen_on)
+                    inserted.add(row_id)
+                elif self._update(conn, row_id, paper):
+                    changed.add(row_id)
+                if self._observe(conn, row_id, paper, seen_on):
+                    changed.add(row_id)
+                touched.add(row_id)
+                by_title[normalise_title(paper.title)] = row_id
+                if paper.arxiv_id:
+                    by_arxiv[paper.arxiv_id] = row_id
+        updated = changed - inserted
+        return IngestCounts(len(touched), len(inserted), len(updated), len(touched - inserted - updated))
+
+    @staticmethod
+    def _index(conn: Connection) -> tuple[dict[str, int], dict[str, int]]:
+        rows = conn.execute(sa.select(papers.c.id, papers.c.arxiv_id, papers.c.title_norm)).all()
+        return ({r.arxiv_id: r.id for r in rows if r.arxiv_id}, {r.title_norm: r.id for r in rows})
+
+    @staticmethod
+    def _values(paper: Paper) -> dict[str, Any]:
+        return dict(arxiv_id=paper.arxiv_id, title_norm=normalise_title(paper.title), title=paper.title,
+                    abstract=paper.abstract, data=_to_json(paper), upvotes=paper.upvotes,
+                    published=paper.published, updated_at=_now())
+
+    def _insert(self, conn: Connection, paper: Paper, seen_on: date) -> int:
+        result = conn.execute(papers.insert().values(first_seen=seen_on, **self._values(paper)))
+        return int(result.inserted_primary_key[0])
+
+    def _update(self, conn: Connection, row_id: int, paper: Paper) -> bool:
+        old = _from_row(conn.execute(sa.select(papers).where(papers.c.id == row_id)).one())
+        merged = _merge(old, paper)
+        if merged == old:
+            return False
+        conn.execute(papers.update().where(papers.c.id == row_id).values(**self._values(merged)))
+        return True
+
+    @staticmethod
+    def _observe(conn: Connection, row_id: int, paper: Paper, seen_on: date) -> bool:
+        """Add the upvote count to the paper's history; True when the history changed."""
+        if paper.upvotes is None:
+            return False
+        day = paper.listed_on or seen_on
+        key = (upvotes.c.paper_id == row_id) & (upvotes.c.observed_on == day)
+        old = conn.execute(sa.select(upvotes.c.upvotes).where(key)).scalar()
+        if old is None:
+            conn.execute(upvotes.insert().values(paper_id=row_id, observed_on=day, upvotes=paper.upvotes))
+        elif paper.upvotes > old:
+            conn.execute(upvotes.update().where(key).values(upvotes=paper.upvotes))
+        else:
+            return False
+        return True
+
+    def candidates(self, day: date, window_days: int) -> list[Paper]:
+        """Papers new on `day`: first seen in the store within the window ending that day."""
+        start = day - timedelta(days=max(window_days, 1) - 1)
+        query = sa.select(papers).where(papers.c.first_seen >= start, papers.c.first_seen <= day)
+        with self.engine.connect() as conn:
+            return [_from_row(row) for row in conn.execute(query.order_by(papers.c.id))]
+
+    def all_papers(self) -> list[Paper]:
+        with self.engine.connect() as conn:
+            return [_from_row(row) for row in conn.execute(sa.select(papers).order_by(papers.c.id))]
+
+    def upvote_history(self, paper_id: int) -> list[tuple[date, int]]:
+        query = sa.select(upvotes.c.observed_on, upvotes.c.upvotes).where(upvotes.c.paper_id == paper_id)
+        with self.engine.connect() as conn:
+            return [(r.observed_on, r.upvotes) for r in conn.execute(query.order_by(upvotes.c.observed_on))]
+
+    def count_papers(self) -> int:
+        with self.engine.connect() as conn:
+            return int(conn.execute(sa.select(sa.func.count()).select_from(papers)).scalar_one())
+
+    # -- history, send log, suppressions ---------------------------------------
+
+    def received_before(self, subscriber: str, day: date) -> set[int]:
+        """Ids of papers this subscriber got in digests dated before `day`."""
+        query = sa.select(received.c.paper_id).where(
+            received.c.subscriber == subscriber, received.c.digest_date < day)
+        with self.engine.connect() as conn:
+            return set(conn.execute(query).scalars())
+
+    def delivery(self, subscriber: str, day: date) -> DeliveryRecord | None:
+        query = sa.select(deliveries).where(deliveries.c.subscriber == subscriber,
+                                            deliveries.c.digest_date == day)
+        with self.engine.connect() as conn:
+            row = conn.execute(query).first()
+        return _record(row) if row else None
+
+    def deliveries_on(self, day: date) -> list[DeliveryRecord]:
+        query = sa.select(deliveries).where(deliveries.c.digest_date == day).order_by(deliveries.c.subscriber)
+        with self.engine.connect() as conn:
+            return [_record(row) for row in conn.execute(query)]
+
+    def mark_pending(self, subscriber: str, day: date, message_id: str, transport: str) -> None:
+        """Record, before handing over, that this digest is about to be sent (committed at once)."""
+        with self.engine.begin() as conn:
+            key = (deliveries.c.subscriber == subscriber) & (deliveries.c.digest_date == day)
+            if conn.execute(sa.select(deliveries.c.status).where(key)).first():
+                conn.execute(deliveries.update().where(key).values(
+                    status="pending", attempts=deliveries.c.attempts + 1, updated_at=_now()))
+            else:
+                conn.execute(deliveries.insert().values(
+                    subscriber=subscriber, digest_date=day, message_id=message_id, status="pending",
+                    attempts=1, transport=transport, detail="", updated_at=_now()))
+
+    def mark_sent(self, subscriber: str, day: date, paper_ids: Sequence[int]) -> None:
+        """Record a handed-over digest and the papers it carried, in one transaction."""
+        with self.engine.begin() as conn:
+            conn.execute(deliveries.update().where(
+                (deliveries.c.subscriber == subscriber) & (deliveries.c.digest_date == day)
+            ).values(status="sent", detail="", updated_at=_now()))
+            for paper_id in paper_ids:
+                exists = conn.execute(sa.select(received.c.paper_id).where(
+                    (received.c.subscriber == subscriber) & (received.c.paper_id == paper_id))).first()
+                if not exists:
+                    conn.execute(received.insert().values(subscriber=subscriber, paper_id=paper_id,
+                                                          digest_date=day))
+
+    def mark_failed(self, subscriber: str, day: date, detail: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(deliveries.update().where(
+                (deliveries.c.subscriber == subscriber) & (deliveries.c.digest_date == day)
+            ).values(status="failed", detail=detail[:2000], updated_at=_now()))
+
+    def suppress(self, email: str, reason: str) -> None:
+        with self.engine.begin() as conn:
+            if not conn.execute(sa.select(suppressions.c.email).where(suppressions.c.email == email)).first():
+                conn.execute(suppressions.insert().values(email=email, reason=reason, created_at=_now()))
+
+    def suppressed(self) -> dict[str, str]:
+        """Suppressed addresses (unsubscribed, bounced) with the reason."""
+        with self.engine.connect() as conn:
+            return {r.email: r.reason for r in conn.execute(sa.select(suppressions))}
+
+    def secret(self) -> str:
+        """The link-signing key kept in the database, made on first use."""
+        with self.engine.begin() as conn:
+            value = conn.execute(sa.select(meta.c.value).where(meta.c.key == "secret")).scalar()
+            if value is None:
+                value = secrets.token_urlsafe(32)
+                conn.execute(meta.insert().values(key="secret", value=value))
+            return str(value)
+
+
+def _record(row: Any) -> DeliveryRecord:
+    return DeliveryRecord(**{k: v for k, v in row._mapping.items() if k != "updated_at"})
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cursor = dbapi_conn.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")  # readers (preview, status) never block a send
+    cursor.execute("PRAGMA synchronous=FULL")  # the send log must survive a power cut
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.close()

@@ -1,0 +1,66 @@
+"""Settings: defaults without a file, unknown keys and wrong types rejected with a hint."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from digest.config import SETTINGS, load_config
+from digest.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_defaults_serve_without_a_file(tmp_path):
+    """With no digest.toml the embedded defaults point at seeds/, subscribers/, outbox/ and a SQLite file."""
+    config = load_config(cwd=tmp_path)
+    assert config.source is None
+    assert config.ingest.paths == [tmp_path / "seeds"]
+    assert config.delivery.outbox == tmp_path / "outbox"
+    assert config.store.url == f"sqlite:///{tmp_path}/digest.db"
+    assert config.newsletter_info.name == "Paper Digest"
+
+
+def test_file_values_and_relative_paths(tmp_path):
+    """Values from the file win, and relative paths are relative to the file's folder."""
+    (tmp_path / "conf").mkdir()
+    path = tmp_path / "conf" / "digest.toml"
+    path.write_text('[newsletter]\nname = "Kernel Weekly"\n[delivery]\noutbox = "mail"\n')
+    config = load_config(path)
+    assert config.newsletter.name == "Kernel Weekly"
+    assert config.delivery.outbox == tmp_path / "conf" / "mail"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('[newsleter]\nname = "x"\n', "unknown section [newsleter] (did you mean 'newsletter'?)"),
+    ('[newsletter]\nbase_ur = "x"\n', "unknown setting newsletter.base_ur (did you mean 'base_url'?)"),
+    ('[select]\nwindow_days = "seven"\n', "select.window_days must be a whole number, not str"),
+    ('[delivery]\ntransport = "pigeon"\n', "delivery.transport must be one of"),
+])
+def test_bad_settings_are_rejected_with_a_hint(tmp_path, text, expected):
+    """Typos get a did-you-mean hint; wrong types and choices are named."""
+    path = tmp_path / "digest.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert expected in str(info.value) and str(path) in str(info.value)
+
+
+def test_explicit_missing_file_is_an_error(tmp_path, monkeypatch):
+    """DIGEST_CONFIG naming a missing file is an error, not a silent fallback to defaults."""
+    monkeypatch.setenv("DIGEST_CONFIG", str(tmp_path / "nope.toml"))
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_config(cwd=tmp_path)
+
+
+def test_readme_lists_every_setting():
+    """The README's settings table has exactly one row per declared setting, with its default."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `([a-z_]+\.[a-z_]+)` \| (.*?) \|", readme, flags=re.M))
+    assert set(rows) == {s.name for s in SETTINGS}
+    for setting in SETTINGS:
+        default = setting.default
+        shown = "`" + (str(default).replace("'", '"') if not isinstance(default, str) else f'"{default}"') + "`"
+        assert rows[setting.name].startswith(shown), setting.name

@@ -1,0 +1,84 @@
+"""MIME: structure, headers, one-click unsubscribe, and no header injection from untrusted text."""
+
+from __future__ import annotations
+
+import email
+from datetime import date, datetime, timezone
+from email import policy
+
+from digest.mail import build_message, message_id
+from digest.models import Links, Newsletter, Rendered, Subscriber
+
+DAY = date(2026, 6, 12)
+NEWS = Newsletter(name="Kernel Weekly", from_address="news@digest.example.org", reply_to="editor@example.org",
+                  base_url="https://digest.example.org", unsubscribe_mailto="unsub@digest.example.org")
+RENDERED = Rendered(subject="Kernel Weekly — 12 Jun: 3 new papers", preheader="p",
+                    html="<html><body><p>Caf\u00e9 \u2014 HTML</p></body></html>", text="Caf\u00e9 \u2014 text\n",
+                    links=Links("https://digest.example.org/unsubscribe/TOKEN", "https://x/p"))
+
+
+def parse(raw: bytes) -> email.message.EmailMessage:
+    return email.message_from_bytes(raw, policy=policy.default)
+
+
+def test_multipart_alternative_text_first_html_last():
+    """The message is multipart/alternative with the text part first and the HTML part last, both UTF-8."""
+    raw = build_message(RENDERED, Subscriber(email="ada@example.org", name="Ada"), NEWS, DAY).as_bytes()
+    msg = parse(raw)
+    assert msg.get_content_type() == "multipart/alternative"
+    parts = list(msg.iter_parts())
+    assert [p.get_content_type() for p in parts] == ["text/plain", "text/html"]
+    assert parts[0].get_content().replace("\r\n", "\n") == "Caf\u00e9 \u2014 text\n"
+    assert "Caf\u00e9 \u2014 HTML" in parts[1].get_content()
+    assert b"\r\n" in raw and b"\n" not in raw.replace(b"\r\n", b"")
+
+
+def test_headers_for_bulk_mail():
+    """From, To, Subject, Date, Reply-To, Message-ID and the RFC 8058 one-click headers are all set."""
+    now = datetime(2026, 6, 12, 7, 30, tzinfo=timezone.utc)
+    msg = parse(build_message(RENDERED, Subscriber(email="ada@example.org", name="Ada Lovelace"), NEWS, DAY,
+                              now=now).as_bytes())
+    assert msg["From"] == "Kernel Weekly <news@digest.example.org>"
+    assert msg["To"] == "Ada Lovelace <ada@example.org>"
+    assert msg["Reply-To"] == "editor@example.org"
+    assert msg["Subject"] == RENDERED.subject
+    assert msg["Date"] == "Fri, 12 Jun 2026 07:30:00 +0000"
+    assert msg["List-Unsubscribe"] == ("<https://digest.example.org/unsubscribe/TOKEN>, "
+                                       "<mailto:unsub@digest.example.org?subject=unsubscribe>")
+    assert msg["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
+    assert msg["Message-ID"] == message_id("ada@example.org", DAY, NEWS.from_address)
+
+
+def test_message_id_is_derived_from_subscriber_and_date():
+    """The same (subscriber, date) always gives the same Message-ID; another date or person another one."""
+    a = message_id("ada@example.org", DAY, "news@digest.example.org")
+    assert a == message_id("ADA@example.org", DAY, "news@digest.example.org")
+    assert a != message_id("ada@example.org", date(2026, 6, 13), "news@digest.example.org")
+    assert a != message_id("grace@example.org", DAY, "news@digest.example.org")
+    assert a.startswith("<digest.2026-06-12.") and a.endswith("@digest.example.org>")
+
+
+def test_crlf_in_name_cannot_add_a_header():
+    """A CR/LF in the subscriber's name (or subject) is flattened: no Bcc or other header appears."""
+    evil = Subscriber(email="ada@example.org", name="Ada\r\nBcc: victim@evil.example\r\nX-Evil: 1")
+    rendered = Rendered(subject="Hi\r\nX-Injected: yes", preheader="", html="<p>x</p>", text="x",
+                        links=RENDERED.links)
+    raw = build_message(rendered, evil, NEWS, DAY).as_bytes()
+    msg = parse(raw)
+    assert msg["Bcc"] is None and msg["X-Evil"] is None and msg["X-Injected"] is None
+    assert msg["To"].addresses[0].addr_spec == "ada@example.org"
+    assert b"\r\nBcc:" not in raw and b"\r\nX-Injected:" not in raw
+
+
+def test_non_ascii_name_is_encoded():
+    """A non-ASCII display name is RFC 2047 encoded on the wire and decodes back intact."""
+    raw = build_message(RENDERED, Subscriber(email="jose@example.org", name="José Müller, Jr."), NEWS,
+                        DAY).as_bytes()
+    assert "José".encode() not in raw.split(b"\r\n\r\n")[0]
+    assert parse(raw)["To"].addresses[0].display_name == "José Müller, Jr."
+
+
+def test_test_send_is_marked():
+    """A test send says so in its subject."""
+    msg = build_message(RENDERED, Subscriber(email="a@example.org"), NEWS, DAY, test=True)
+    assert msg["Subject"].startswith("[TEST] ")
