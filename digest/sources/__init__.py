@@ -1,0 +1,158 @@
+"""Sources: read Daily Papers page text, Daily Papers API JSON and HTML pages, and papers JSONL into Papers."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import zlib
+from datetime import date
+from pathlib import Path
+from typing import Protocol
+
+from digest.models import ParseResult, RecordError
+from digest.sources import hfhtml, hfjson, jsonl, pagetext
+
+HF_PAGE_TEXT = "hf_page_text"
+HF_API_JSON = "hf_api_json"
+HF_PAGE_HTML = "hf_page_html"
+JSONL = "jsonl"
+SUFFIXES = (".txt", ".json", ".jsonl", ".html", ".htm", ".gz")
+
+
+class Parser(Protocol):
+    """What every format module's `parse` is."""
+
+    def __call__(self, text: str, source: str, *, seen_on: date) -> ParseResult: ...
+
+
+PARSERS: dict[str, Parser] = {
+    HF_PAGE_TEXT: pagetext.parse,
+    HF_API_JSON: hfjson.parse,
+    HF_PAGE_HTML: hfhtml.parse,
+    JSONL: jsonl.parse,
+}
+
+_GZIP_MAGIC = b"\x1f\x8b"
+# Enough lines to judge a JSONL file by without reading all of a large one.
+_SAMPLE_LINES = 100
+_PAGE_TEXT = re.compile(
+    r"^[ \t]*(?:Daily Papers|byAK and the research community|• *\d+ authors?)[ \t]*\r?$"
+    r"|^·[ \t]*\r?\n[ \t]*[A-Z][a-z]{2,8} \d{1,2}\b",
+    re.MULTILINE,
+)
+
+
+class SourceError(Exception):
+    """A whole source cannot be read (one bad record in it is a RecordError instead)."""
+
+    def __init__(self, source: str, reason: str) -> None:
+        super().__init__(f"{source}: {reason}")
+        self.source = source
+        self.reason = reason
+
+
+class UnknownFormat(SourceError):
+    """The content is none of the formats the sources read."""
+
+    def __init__(self, source: str, hint: str) -> None:
+        super().__init__(source, f"unknown format: {hint}")
+        self.hint = hint
+
+
+def parse_file(path: Path, *, seen_on: date) -> ParseResult:
+    """Papers of one file, whatever its format (gzip is undone first); SourceError when it cannot be read."""
+    data = _read(path)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        # One stray byte should not cost the whole file: decode what we can and say where it was.
+        result = parse_text(data.decode("utf-8-sig", errors="replace"), str(path), seen_on=seen_on)
+        line = data.count(b"\n", 0, error.start) + 1
+        note = RecordError(str(path), line, "not valid UTF-8: undecodable bytes replaced with U+FFFD")
+        return ParseResult(result.papers, (note, *result.errors))
+    return parse_text(text, str(path), seen_on=seen_on)
+
+
+def parse_text(text: str, source: str, *, seen_on: date) -> ParseResult:
+    """Papers of text in any supported format; `source` names it in errors. UnknownFormat when unrecognised."""
+    return PARSERS[detect_format(text, source)](text, source, seen_on=seen_on)
+
+
+def detect_format(text: str, source: str = "<text>") -> str:
+    """The format of `text`, judged from its content: one of the keys of PARSERS."""
+    head = text.lstrip("\ufeff \t\r\n")
+    if not head:
+        raise UnknownFormat(source, "the file is empty")
+    if head.startswith("["):
+        return HF_API_JSON
+    if head.startswith("{"):
+        return _json_object_format(head)
+    if head.startswith("<") or f'data-target="{hfhtml.TARGET}"' in text:
+        return _markup_format(head, source)
+    if _PAGE_TEXT.search(text):
+        return HF_PAGE_TEXT
+    raise UnknownFormat(
+        source,
+        "expected Daily Papers page text, Daily Papers API JSON or HTML, or papers JSONL;"
+        f" the text starts with {head[:40]!r}",
+    )
+
+
+def iter_paths(paths: list[Path]) -> list[Path]:
+    """`paths` with each directory replaced by its readable files (sorted, not recursive, hidden ones skipped)."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found.extend(sorted(child for child in path.iterdir() if child.is_file() and _wanted(child.name)))
+        else:
+            found.append(path)
+    return found
+
+
+def _wanted(name: str) -> bool:
+    """Whether a file found in a directory is one to read."""
+    return not name.startswith(".") and name.lower().endswith(SUFFIXES)
+
+
+def _read(path: Path) -> bytes:
+    """The bytes of `path`, gunzipped when they are gzip (whatever the extension says)."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise SourceError(str(path), f"cannot read: {error.strerror or error}") from error
+    if not data.startswith(_GZIP_MAGIC):
+        return data
+    try:
+        return gzip.decompress(data)
+    except (OSError, EOFError, zlib.error) as error:
+        raise SourceError(str(path), f"looks gzipped but cannot be decompressed: {error}") from error
+
+
+def _json_object_format(head: str) -> str:
+    """API JSON for an object holding Daily Papers rows, else JSONL (one object per line)."""
+    try:
+        data = json.loads(head)
+    except json.JSONDecodeError:
+        return JSONL if _looks_like_jsonl(head) else HF_API_JSON
+    return HF_API_JSON if hfjson.find_rows(data) is not None else JSONL
+
+
+def _looks_like_jsonl(head: str) -> bool:
+    """Whether text that is not one JSON document reads as JSON objects one per line."""
+    lines = [line.strip() for line in head.split("\n", _SAMPLE_LINES)[:_SAMPLE_LINES] if line.strip()]
+    try:
+        if isinstance(json.loads(lines[0]), dict):
+            return True
+    except json.JSONDecodeError:
+        pass
+    # A broken first line still leaves the file JSONL when most lines are objects.
+    return sum(line.startswith("{") for line in lines) * 2 >= len(lines)
+
+
+def _markup_format(head: str, source: str) -> str:
+    """HTML page, unless the markup is an Atom/RSS feed (which these parsers do not read)."""
+    start = head[:1000].lower()
+    if ("<feed" in start or "<rss" in start) and "<html" not in start:
+        raise UnknownFormat(source, "this is an Atom/RSS feed, not a Daily Papers page")
+    return HF_PAGE_HTML
