@@ -23,3 +23,7 @@ class DeliveryError(DigestError):
 
 class UsageError(DigestError):
     """A command was asked for something that cannot be done (an unknown subscriber, a bad date)."""
+
+
+class RenderError(DigestError):
+    """A digest could not be rendered: a template is missing, broken or cannot be inlined."""

@@ -1,0 +1,92 @@
+"""Render stage: a Digest becomes subject, preheader, HTML and plain text through Jinja2 templates.
+
+CSS is inlined once per template when Jinja loads its source (see `inlining.InliningLoader`), not
+once per message: every rendered email gets the inline styles for the price of a plain Jinja render.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from jinja2 import ChoiceLoader, Environment, FileSystemLoader, PrefixLoader, StrictUndefined, TemplateError
+
+from .errors import RenderError
+from .filters import FILTERS, SUBJECT_LIMIT, one_line
+from .inlining import InliningLoader, inline_css, is_html_template
+from .models import Digest, Links, Newsletter, Rendered
+
+_HERE = Path(__file__).resolve().parent
+# Installed as a wheel the templates sit in the package; in a checkout, beside it.
+BUILTIN_TEMPLATES = next((p for p in (_HERE / "templates", _HERE.parent / "templates") if p.is_dir()),
+                         _HERE.parent / "templates")
+BUILTIN_PREFIX = "builtin"
+PREHEADER_LIMIT = 140
+
+__all__ = ["BUILTIN_TEMPLATES", "RenderError", "Renderer", "inline_css"]
+
+
+class Renderer:
+    """Turns a Digest into subject, preheader, HTML and text with operator templates first, built-ins second."""
+
+    HTML = "digest.html.j2"
+    TEXT = "digest.txt.j2"
+    SUBJECT = "subject.txt.j2"
+    PREHEADER = "preheader.txt.j2"
+
+    def __init__(self, template_dirs: Sequence[Path] = (), *,
+                 inline_per_message: Callable[[str], str] | None = None) -> None:
+        """`inline_per_message` (for comparison only) inlines each finished HTML instead of each template."""
+        missing = [str(folder) for folder in template_dirs if not Path(folder).is_dir()]
+        if missing:
+            raise RenderError(f"template folder not found: {', '.join(missing)}")
+        self.search_path = (*(Path(folder) for folder in template_dirs), BUILTIN_TEMPLATES)
+        self.inline_per_message = inline_per_message
+        self.environment = self._environment(inline_per_message is None)
+
+    def _environment(self, inline_at_load: bool) -> Environment:
+        """The Jinja environment: `builtin/` always means a built-in, other names try overrides first."""
+        builtin = PrefixLoader({BUILTIN_PREFIX: FileSystemLoader(BUILTIN_TEMPLATES)})
+        choices = ChoiceLoader([builtin, *(FileSystemLoader(folder) for folder in self.search_path)])
+        environment = Environment(
+            loader=InliningLoader(choices, self.search_path, inline=inline_at_load),
+            autoescape=is_html_template,
+            undefined=StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+            auto_reload=True,
+        )
+        environment.filters.update(FILTERS)
+        return environment
+
+    def render(self, digest: Digest, newsletter: Newsletter, links: Links) -> Rendered:
+        """The subject, preheader, HTML and text of `digest` as `newsletter` sends it."""
+        context = _context(digest, newsletter, links)
+        subject = one_line(self.render_template(self.SUBJECT, context), SUBJECT_LIMIT)
+        preheader = one_line(self.render_template(self.PREHEADER, context), PREHEADER_LIMIT)
+        context.update(subject=subject, preheader=preheader)
+        html = self.render_template(self.HTML, context)
+        if self.inline_per_message is not None:
+            html = self.inline_per_message(html)
+        return Rendered(subject, preheader, html, self.render_template(self.TEXT, context), links)
+
+    def render_template(self, name: str, context: dict[str, Any]) -> str:
+        """One template rendered with `context`; Jinja errors become a RenderError naming the template."""
+        try:
+            return self.environment.get_template(name).render(context)
+        except RenderError:
+            raise
+        except TemplateError as exc:
+            raise RenderError(f"{name}: {exc}") from exc
+
+
+def _context(digest: Digest, newsletter: Newsletter, links: Links) -> dict[str, Any]:
+    """What every template sees."""
+    return {
+        "digest": digest,
+        "subscriber": digest.subscriber,
+        "sections": [section for section in digest.sections if section.items],
+        "newsletter": newsletter,
+        "links": links,
+    }

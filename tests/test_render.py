@@ -1,0 +1,159 @@
+"""Rendering: escaping, inlined CSS, size under Gmail's clip, a faithful text part, operator overrides."""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+from pathlib import Path
+
+import pytest
+from bs4 import BeautifulSoup
+
+from digest.filters import paper_url
+from digest.models import Digest, Interest, Item, Links, Newsletter, Paper, Section, Subscriber
+from digest.render import Renderer, RenderError
+
+DAY = date(2026, 6, 12)
+NEWS = Newsletter(name="Kernel Weekly", postal_address="1 Test Road, Testville")
+LINKS = Links("https://digest.example.org/unsubscribe/TOK", "https://digest.example.org/preferences/TOK")
+SUB = Subscriber(email="ada@example.org", name="Ada", interests=(Interest("GPU kernels", ("CUDA",)),))
+LONG = ("We study fused attention kernels on modern accelerators and show large speedups across many "
+        "models and sequence lengths, with careful ablations and open code. ") * 6
+
+
+def paper(n: int, title: str = "", **kw) -> Paper:
+    return Paper(title=title or f"Paper number {n} about CUDA kernels", abstract=kw.pop("abstract", LONG),
+                 arxiv_id=kw.pop("arxiv_id", f"2606.{10000 + n}"), authors=("A. Author", "B. Author"),
+                 published=DAY, upvotes=n, store_id=n, **kw)
+
+
+def digest_of(*papers: Paper, sections: int = 1) -> Digest:
+    items = [Item(p, float(100 - i), ("CUDA", "kernel fusion")) for i, p in enumerate(papers)]
+    size = -(-len(items) // sections)
+    groups = tuple(Section(f"Topic {k + 1}", tuple(items[k * size:(k + 1) * size])) for k in range(sections))
+    return Digest(SUB, DAY, groups)
+
+
+@pytest.fixture(scope="module")
+def renderer() -> Renderer:
+    return Renderer()
+
+
+def test_markup_in_a_title_is_escaped(renderer):
+    """A title or abstract holding HTML shows as text in the HTML part and never becomes an element."""
+    evil = paper(1, title='<script>alert(1)</script><img src=x onerror="y">Attack',
+                 abstract='Abstract with <u>underline</u> & "quotes"')
+    out = renderer.render(digest_of(evil), NEWS, LINKS)
+    soup = BeautifulSoup(out.html, "html.parser")
+    assert soup.find("script") is None and soup.find("img") is None and soup.find("u") is None
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in out.html
+    assert '<script>alert(1)</script><img src=x onerror="y">Attack' in soup.get_text()
+    assert "Abstract with &lt;u&gt;underline&lt;/u&gt; &amp; &#34;quotes&#34;" in out.html
+    assert "<script>alert(1)</script>" in out.text  # the text part is plain text, shown as written
+
+
+def test_every_paper_has_title_link_meta_abstract_and_reason(renderer):
+    """Each paper card carries its linked title, authors, date, upvotes, a short abstract and why it was picked."""
+    papers = [paper(n) for n in range(1, 4)] + [paper(4, arxiv_id=None, title="No id: a paper")]
+    out = renderer.render(digest_of(*papers), NEWS, LINKS)
+    soup = BeautifulSoup(out.html, "html.parser")
+    for p in papers:
+        link = soup.find("a", string=p.title)
+        assert link is not None and link["href"] == paper_url(p)
+        card = link.find_parent("td").get_text(" ", strip=True)
+        assert "A. Author, B. Author" in card and "12 Jun 2026" in card and f"▲ {p.upvotes}" in card
+        assert "matched: CUDA, kernel fusion" in card
+        assert "…" in card and len(card) < len(LONG)  # the abstract is shortened
+    assert paper_url(papers[0]) == "https://huggingface.co/papers/2606.10001"
+    assert paper_url(papers[3]) == "https://huggingface.co/papers?q=No+id%3A+a+paper"
+
+
+def test_css_is_inlined_and_dark_mode_and_phone_rules_kept(renderer):
+    """Styles sit on the elements themselves; only @media rules remain in <style>, with color-scheme declared."""
+    html = renderer.render(digest_of(paper(1)), NEWS, LINKS).html
+    soup = BeautifulSoup(html, "html.parser")
+    title = soup.find("a", string=paper(1).title)
+    assert "font-size:17px" in title["style"]
+    assert soup.find("meta", attrs={"name": "color-scheme"})["content"] == "light dark"
+    style = soup.find("style", string=re.compile("prefers-color-scheme")).string
+    assert "@media(max-width:620px)" in style.replace(" ", "")
+    assert re.search(r"^\s*\.ttl\s*\{", style, re.M) is None  # plain rules were moved inline, not kept
+    wrap = soup.find("table", class_="wrap")
+    assert wrap["width"] == "600"
+
+
+def test_preheader_is_hidden_without_colour_tricks(renderer):
+    """The preheader says what is inside and is hidden with display:none, not by matching the background."""
+    out = renderer.render(digest_of(paper(1), paper(2)), NEWS, LINKS)
+    soup = BeautifulSoup(out.html, "html.parser")
+    pre = soup.find("div", class_="pre")
+    assert out.preheader.startswith("Top pick: Paper number 1")
+    assert out.preheader in pre.get_text()
+    assert "display:none" in pre["style"].replace(" ", "")
+    assert "color" not in pre["style"]
+
+
+def test_fifteen_papers_stay_under_gmail_clipping(renderer):
+    """A 15-paper digest in three sections, long titles and abstracts, is under 100 KB of HTML."""
+    papers = [paper(n, title=f"A rather long paper title number {n} about fused CUDA kernels for attention "
+                              "on accelerators at scale") for n in range(1, 16)]
+    out = renderer.render(digest_of(*papers, sections=3), NEWS, LINKS)
+    size = len(out.html.encode("utf-8"))
+    assert 10_000 < size < 100_000, size
+    assert out.html.count('class="card"') == 15
+
+
+def test_text_part_carries_the_same_content(renderer):
+    """Every title, link, reason, the unsubscribe and preferences URLs and the postal address are in the text."""
+    papers = [paper(n) for n in range(1, 6)]
+    out = renderer.render(digest_of(*papers, sections=2), NEWS, LINKS)
+    flat = " ".join(out.text.split())
+    for p in papers:
+        assert p.title in flat and paper_url(p) in out.text
+    for needle in ("Topic 1", "Topic 2", "matched: CUDA, kernel fusion", LINKS.unsubscribe, LINKS.preferences,
+                   NEWS.postal_address, "HTML version"):
+        assert (needle in flat) is (needle != "HTML version"), needle
+    assert max(len(line) for line in out.text.splitlines() if "https://" not in line) <= 72
+
+
+def test_subject_says_date_count_and_topics(renderer):
+    """The subject names the newsletter, the date, the number of papers and the top topics."""
+    out = renderer.render(digest_of(*(paper(n) for n in range(1, 5)), sections=2), NEWS, LINKS)
+    assert out.subject == "Kernel Weekly — 12 Jun: 4 new papers on Topic 1, Topic 2"
+
+
+def test_footer_has_name_address_unsubscribe_and_preferences(renderer):
+    """The footer names the newsletter and the postal address and links to unsubscribe and preferences."""
+    soup = BeautifulSoup(renderer.render(digest_of(paper(1)), NEWS, LINKS).html, "html.parser")
+    footer = soup.find("td", class_="ftr")
+    hrefs = {a.get_text(): a["href"] for a in footer.find_all("a")}
+    assert hrefs == {"Unsubscribe": LINKS.unsubscribe, "Preferences": LINKS.preferences}
+    assert "Kernel Weekly" in footer.get_text() and NEWS.postal_address in footer.get_text()
+
+
+def test_override_folder_first_and_builtin_still_extendable(tmp_path: Path):
+    """An operator's digest.html.j2 wins, can extend the built-in, and is autoescaped like the original."""
+    (tmp_path / "digest.html.j2").write_text(
+        '{% extends "builtin/digest.html.j2" %}{% block header %}<tr><td class="hdr">'
+        "OPERATOR {{ subscriber.name }}</td></tr>{% endblock %}", encoding="utf-8")
+    sub = Subscriber(email="x@example.org", name="<i>Eve</i>")
+    out = Renderer([tmp_path]).render(Digest(sub, DAY, (Section("T", (Item(paper(1), 1.0),)),)), NEWS, LINKS)
+    assert "OPERATOR &lt;i&gt;Eve&lt;/i&gt;" in out.html
+    assert "<i>Eve</i>" not in out.html
+    soup = BeautifulSoup(out.html, "html.parser")
+    assert "padding:22px 28px" in soup.find("td", class_="hdr")["style"]  # the parent's CSS is inlined here too
+    assert soup.find("a", string=paper(1).title) is not None
+
+
+def test_missing_template_lists_where_it_looked(tmp_path: Path):
+    """A template found nowhere is an error that names every folder searched."""
+    renderer = Renderer([tmp_path])
+    with pytest.raises(RenderError) as err:
+        renderer.render_template("nope.html.j2", {})
+    assert str(tmp_path) in str(err.value) and "templates" in str(err.value)
+
+
+def test_missing_override_folder_is_an_error(tmp_path: Path):
+    """A configured override folder that does not exist is reported, not silently ignored."""
+    with pytest.raises(RenderError, match="template folder not found"):
+        Renderer([tmp_path / "missing"])
