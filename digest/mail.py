@@ -1,19 +1,115 @@
-"""MIME: a rendered digest → an RFC 5322 message with one-click unsubscribe headers."""
+"""MIME: a rendered digest → an RFC 5322 message with one-click unsubscribe headers.
+
+The message is a modern `EmailMessage` under the SMTP policy (CRLF). Two shortcuts keep it cheap
+enough to build for every subscriber of a large list, without changing a byte of the result:
+header values that are already plain printable ASCII are stored as they are (the policy parses
+them lazily if they are read back, and folds any that are too long), and the parts are encoded
+with the C quoted-printable encoder instead of the pure-Python one `set_content` uses.
+"""
 
 from __future__ import annotations
 
+import binascii
 import hashlib
 import re
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
+from email.generator import BytesGenerator
 from email.headerregistry import Address
-from email.message import EmailMessage
-from email.policy import SMTP
+from email.message import EmailMessage, MIMEPart
+from email.policy import EmailPolicy
 from email.utils import format_datetime
+from io import BytesIO
+from typing import Any
 from urllib.parse import quote
 
 from .models import Newsletter, Rendered, Subscriber
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+_PLAIN_ASCII = re.compile(r"[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?")
+_MAX_COUNT: dict[str, int | None] = {}
+_FOLDED: dict[int, str] = {}
+# Headers holding URLs or identifiers: folding them with encoded words (what the standard folder
+# does to a long token) would break them, so they go out as written (RFC 5322 allows 998 columns).
+_AS_WRITTEN = {"list-unsubscribe", "list-unsubscribe-post", "list-id", "message-id"}
+_EW_CHUNK = 42  # bytes per encoded word: base64 of 42 bytes is 56 characters, "Subject: " + word 77
+
+
+def encode_words(text: str) -> str:
+    """`text` as RFC 2047 encoded words (UTF-8, base64), folded one word per line.
+
+    Used for non-ASCII subjects: the standard folder gets the same result several times slower.
+    Chunks end on character boundaries, so a mail client can decode each word on its own.
+    """
+    words, chunk = [], b""
+    for char in text:
+        encoded = char.encode("utf-8")
+        if len(chunk) + len(encoded) > _EW_CHUNK:
+            words.append(chunk)
+            chunk = b""
+        chunk += encoded
+    words.append(chunk)
+    return "\r\n ".join(f"=?utf-8?b?{binascii.b2a_base64(w, newline=False).decode()}?=" for w in words)
+
+
+class DigestPolicy(EmailPolicy):
+    """The SMTP policy, storing plain ASCII header values without running the header parser on them."""
+
+    def header_store_parse(self, name: str, value: Any) -> tuple[str, Any]:
+        if hasattr(value, "name"):  # already a parsed header object
+            return super().header_store_parse(name, value)
+        text = str(value) if isinstance(value, str | Address) else None
+        if text is not None and _PLAIN_ASCII.fullmatch(text) and "=?" not in text and "  " not in text:
+            return (name, text)
+        if name.lower() == "subject" and isinstance(value, str) and value.isprintable():
+            return (name, encode_words(value))
+        return super().header_store_parse(name, value)
+
+    def _fold(self, name: str, value: Any, refold_binary: bool = False) -> str:
+        folded = _FOLDED.get(id(value))
+        if folded is not None:
+            return folded
+        if name.lower() in _AS_WRITTEN and not hasattr(value, "name"):
+            return name + ": " + self.linesep.join(value.splitlines()) + self.linesep
+        return str(super()._fold(name, value, refold_binary))
+
+    def header_max_count(self, name: str) -> int | None:
+        # The registry builds a new header class on every lookup; the answer never changes.
+        key = name.lower()
+        if key not in _MAX_COUNT:
+            _MAX_COUNT[key] = super().header_max_count(name)
+        return _MAX_COUNT[key]
+
+
+class _Generator(BytesGenerator):
+    """BytesGenerator writing a body in one call rather than two per line (same bytes)."""
+
+    def _write_lines(self, lines: str) -> None:
+        if "\r" in lines:  # every line ending (CRLF, CR, LF) becomes the policy's, as NLCRE.split does
+            lines = lines.replace("\r\n", "\n").replace("\r", "\n")
+        if lines:
+            self.write(lines.replace("\n", self._NL))
+
+
+class DigestMessage(EmailMessage):
+    """An EmailMessage whose `as_bytes` uses the faster generator above."""
+
+    def as_bytes(self, unixfrom: bool = False, policy: Any = None) -> bytes:
+        buffer = BytesIO()
+        _Generator(buffer, mangle_from_=False, policy=policy or self.policy).flatten(self, unixfrom=unixfrom)
+        return buffer.getvalue()
+
+
+POLICY = DigestPolicy(linesep="\r\n")
+# "=_" never occurs in quoted-printable text, so one fixed boundary cannot collide with a body.
+BOUNDARY = "=_paper-digest_alt"
+# Headers every message or part carries, parsed once and shared (header objects are immutable).
+_FIXED = {name: POLICY.header_factory(name, value) for name, value in (
+    ("Content-Type", f'multipart/alternative; boundary="{BOUNDARY}"'),
+    ("Content-Transfer-Encoding", "quoted-printable"),
+)}
+_PART_TYPES = {subtype: POLICY.header_factory("Content-Type", f'text/{subtype}; charset="utf-8"')
+               for subtype in ("plain", "html")}
+_FOLDED.update({id(h): POLICY.fold(h.name, h) for h in (*_FIXED.values(), *_PART_TYPES.values())})
 
 
 def one_line(text: str) -> str:
@@ -37,28 +133,41 @@ def _address(name: str, email: str) -> Address:
 
 
 def _list_unsubscribe(url: str, mailto: str) -> str:
+    """RFC 2369: the https URL (for RFC 8058 one-click), then a mailto when configured."""
     parts = [f"<{url}>"]
     if mailto:
         parts.append(f"<mailto:{mailto}?subject={quote('unsubscribe')}>")
     return ", ".join(parts)
 
 
+def _text_part(text: str, subtype: str) -> MIMEPart:
+    """A UTF-8 text part, quoted-printable (7-bit safe, lines under 76 characters whatever the HTML holds)."""
+    part = MIMEPart(policy=POLICY)
+    part["Content-Type"] = _PART_TYPES[subtype]
+    part["Content-Transfer-Encoding"] = _FIXED["Content-Transfer-Encoding"]
+    encoded = binascii.b2a_qp(text.replace("\r\n", "\n").encode("utf-8"), istext=True)
+    part.set_payload(encoded.decode("ascii"))
+    return part
+
+
 def build_message(rendered: Rendered, subscriber: Subscriber, newsletter: Newsletter, day: date,
                   *, now: datetime | None = None, test: bool = False) -> EmailMessage:
     """multipart/alternative (text first, HTML last) with every header a bulk sender needs."""
-    msg = EmailMessage(policy=SMTP)
+    msg = DigestMessage(policy=POLICY)
     msg["From"] = _address(newsletter.name, newsletter.from_address)
     msg["To"] = _address(subscriber.name, subscriber.email)
     if newsletter.reply_to:
         msg["Reply-To"] = newsletter.reply_to
     msg["Subject"] = ("[TEST] " if test else "") + one_line(rendered.subject)
-    msg["Date"] = format_datetime(now or datetime.now(timezone.utc))
-    msg["Message-ID"] = message_id(subscriber.email, day, newsletter.from_address)
+    msg["Date"] = format_datetime(now or datetime.now(UTC))
+    ident = message_id(subscriber.email, day, newsletter.from_address)
+    msg["Message-ID"] = ident
     msg["List-Id"] = f"{one_line(newsletter.name)} <digest.{_domain(newsletter.from_address)}>"
     msg["List-Unsubscribe"] = _list_unsubscribe(rendered.links.unsubscribe, newsletter.unsubscribe_mailto)
     msg["List-Unsubscribe-Post"] = "List-Unsubscribe=One-Click"
     msg["Auto-Submitted"] = "auto-generated"
     msg["X-Digest-Date"] = day.isoformat()
-    msg.set_content(rendered.text, subtype="plain", charset="utf-8", cte="quoted-printable")
-    msg.add_alternative(rendered.html, subtype="html", charset="utf-8", cte="quoted-printable")
+    msg["MIME-Version"] = "1.0"
+    msg["Content-Type"] = _FIXED["Content-Type"]
+    msg.set_payload([_text_part(rendered.text, "plain"), _text_part(rendered.html, "html")])
     return msg

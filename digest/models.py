@@ -57,6 +57,11 @@ class Paper:
     def key(self) -> str:
         return paper_key(self.arxiv_id, self.title)
 
+    def __hash__(self) -> int:
+        # Equal papers have equal ids and titles; hashing two cached strings beats hashing 17 fields
+        # (papers key the formatting caches, looked up for every paper of every digest).
+        return hash((self.arxiv_id, self.title))
+
     @property
     def author_count(self) -> int:
         return len(self.authors) if self.authors else (self.n_authors or 0)

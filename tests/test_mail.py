@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import email
-from datetime import date, datetime, timezone
+import re
+from datetime import UTC, date, datetime
 from email import policy
 
 from digest.mail import build_message, message_id
@@ -35,7 +36,7 @@ def test_multipart_alternative_text_first_html_last():
 
 def test_headers_for_bulk_mail():
     """From, To, Subject, Date, Reply-To, Message-ID and the RFC 8058 one-click headers are all set."""
-    now = datetime(2026, 6, 12, 7, 30, tzinfo=timezone.utc)
+    now = datetime(2026, 6, 12, 7, 30, tzinfo=UTC)
     msg = parse(build_message(RENDERED, Subscriber(email="ada@example.org", name="Ada Lovelace"), NEWS, DAY,
                               now=now).as_bytes())
     assert msg["From"] == "Kernel Weekly <news@digest.example.org>"
@@ -82,3 +83,60 @@ def test_test_send_is_marked():
     """A test send says so in its subject."""
     msg = build_message(RENDERED, Subscriber(email="a@example.org"), NEWS, DAY, test=True)
     assert msg["Subject"].startswith("[TEST] ")
+
+
+def _head(raw: bytes) -> str:
+    return raw.split(b"\r\n\r\n")[0].decode("ascii")
+
+
+def test_list_unsubscribe_url_goes_out_literally():
+    """A long one-click URL is never folded into encoded words: a mailbox provider must read it as written."""
+    url = "https://digest.example.org/unsubscribe/" + "eyJlIjoiYWRhQGV4YW1wbGUub3JnIn0." + "A" * 120
+    rendered = Rendered(subject="s", preheader="", html="<p>x</p>", text="x", links=Links(url, "https://x/p"))
+    head = _head(build_message(rendered, Subscriber(email="ada@example.org"), NEWS, DAY).as_bytes())
+    assert f"List-Unsubscribe: <{url}>" in head
+    assert "=?" not in head.split("List-Unsubscribe:")[1].split("\r\nList-Unsubscribe-Post")[0]
+
+
+def test_long_non_ascii_subject_is_folded_and_decodes_back():
+    """A long subject with non-ASCII text is split into encoded words on lines of at most 78 characters."""
+    subject = "Kernel Weekly — 12 Jun: 14 new papers on Überfast kernels, Größere Modelle and Café"
+    rendered = Rendered(subject=subject, preheader="", html="<p>x</p>", text="x", links=RENDERED.links)
+    raw = build_message(rendered, Subscriber(email="a@example.org"), NEWS, DAY).as_bytes()
+    subject_lines = _head(raw).split("\r\nDate:")[0].split("Subject:")[1].split("\r\n")
+    assert len(subject_lines) > 1 and all(len(line) <= 78 - len("Subject:") for line in subject_lines)
+    assert parse(raw)["Subject"] == subject
+
+
+def test_bodies_survive_quoted_printable_exactly():
+    """Long lines, trailing spaces, '=' signs, dots and non-ASCII all decode back to the rendered text."""
+    text = ("x" * 300 + "\n" + "trailing spaces   \n" + "a=b =3D ==\n" + ".\n" + ".leading dot\n"
+            + "naïve – ∑ 🚀\n" + "From the start\n")
+    html = "<p style=\"a:b\">" + "y" * 2000 + "</p>\n<p>=?utf-8?q?not-a-word?=</p>\n"
+    rendered = Rendered(subject="s", preheader="", html=html, text=text, links=RENDERED.links)
+    raw = build_message(rendered, Subscriber(email="a@example.org"), NEWS, DAY).as_bytes()
+    assert max(len(line) for line in raw.split(b"\r\n\r\n", 1)[1].split(b"\r\n")) <= 76
+    plain, rich = parse(raw).iter_parts()
+    assert plain.get_content().replace("\r\n", "\n") == text
+    assert rich.get_content().replace("\r\n", "\n") == html
+    assert all(p["Content-Transfer-Encoding"] == "quoted-printable" for p in (plain, rich))
+
+
+def test_plain_headers_match_the_standard_smtp_policy():
+    """For plain ASCII values the fast header path writes exactly what email.policy.SMTP writes."""
+    from email.message import EmailMessage
+
+    values = {"From": "Kernel Weekly <news@digest.example.org>", "To": '"Lovelace, Ada" <ada@example.org>',
+              "Subject": "A plain ASCII subject that is long enough to need folding at the seventy-eight mark",
+              "Date": "Fri, 12 Jun 2026 07:30:00 +0000", "X-Digest-Date": "2026-06-12"}
+    ours = build_message(RENDERED, Subscriber(email="ada@example.org"), NEWS, DAY)
+    standard = EmailMessage(policy=policy.SMTP)
+    for name, value in values.items():
+        del ours[name]
+        ours[name] = value
+        standard[name] = value
+    ours_fields = {f.split(":")[0]: f for f in _head(ours.as_bytes()).split("\r\n") if not f.startswith(" ")}
+    ours_head = _head(ours.as_bytes())
+    for field in re.split(r"\r\n(?! )", _head(standard.as_bytes())):
+        assert field.split(":")[0] in ours_fields
+        assert field + "\r\n" in ours_head + "\r\n", field  # the same bytes, folds included
