@@ -17,6 +17,11 @@ from .store import Store
 _UNSAFE = re.compile(r"[^A-Za-z0-9@._+-]")
 
 
+def safe_name(email: str) -> str:
+    """A file name for an address: nothing that could climb out of a folder."""
+    return _UNSAFE.sub("_", email).lstrip(".") or "_"
+
+
 class Transport(Protocol):
     """Something that takes a finished message for one recipient."""
 
@@ -36,7 +41,7 @@ class OutboxTransport:
         self.folder = folder
 
     def path_for(self, recipient: str, day: date) -> Path:
-        return self.folder / day.isoformat() / (_UNSAFE.sub("_", recipient) + ".eml")
+        return self.folder / day.isoformat() / f"{safe_name(recipient)}.eml"
 
     def send(self, message: EmailMessage, recipient: str, day: date) -> None:
         target = self.path_for(recipient, day)

@@ -15,7 +15,7 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from functools import lru_cache
 
@@ -77,16 +77,32 @@ class Pool:
         self._titles = [tokens(p.title) for p in self.papers]
         self._abstracts = [tokens(p.abstract) for p in self.papers]
         self._postings: dict[str, set[int]] = defaultdict(set)
-        for i, (title, abstract) in enumerate(zip(self._titles, self._abstracts)):
+        for i, (title, abstract) in enumerate(zip(self._titles, self._abstracts, strict=True)):
             for tok in set(title) | set(abstract):
                 self._postings[tok].add(i)
         self._matches: dict[tuple[str, ...], dict[int, Match]] = {}
+        self._by_phrase: dict[str, dict[int, Match]] = {}
+        self._boosts: dict[tuple[date, SelectSettings], list[float]] = {}
+        self._strengths: dict[tuple[str, float], list[tuple[int, float, float]]] = {}
+        self.index = {p.store_id: i for i, p in enumerate(self.papers) if p.store_id is not None}
         ups = [p.upvotes or 0 for p in self.papers]
         self.max_upvotes = max(ups, default=0)
 
     def matches(self, phrase: str) -> dict[int, Match]:
         """Papers (by index) containing the phrase, with counts; cached per phrase."""
-        needle = tokens(phrase)
+        found = self._by_phrase.get(phrase)
+        if found is None:
+            found = self._by_phrase[phrase] = self._match_tokens(tokens(phrase))
+        return found
+
+    def boosts(self, day: date, settings: SelectSettings) -> list[float]:
+        """Every paper's trending × recency boost on `day` (the same for every subscriber)."""
+        key = (day, settings)
+        if key not in self._boosts:
+            self._boosts[key] = [_boost(paper, self, day, settings) for paper in self.papers]
+        return self._boosts[key]
+
+    def _match_tokens(self, needle: tuple[str, ...]) -> dict[int, Match]:
         if not needle:
             return {}
         if needle not in self._matches:
@@ -99,6 +115,15 @@ class Pool:
             self._matches[needle] = found
         return self._matches[needle]
 
+    def strengths(self, phrase: str, title_weight: float) -> list[tuple[int, float, float]]:
+        """(paper index, match strength, strength × idf) for every paper matching `phrase`; cached."""
+        key = (phrase, title_weight)
+        if key not in self._strengths:
+            idf = self.idf(phrase)
+            found = [(i, m.strength(title_weight)) for i, m in self.matches(phrase).items()]
+            self._strengths[key] = [(i, strength, strength * idf) for i, strength in found]
+        return self._strengths[key]
+
     def idf(self, phrase: str) -> float:
         """Rarer keywords say more about a paper: 1 + log((N + 1) / (df + 1))."""
         return 1.0 + math.log((len(self.papers) + 1) / (len(self.matches(phrase)) + 1))
@@ -106,23 +131,28 @@ class Pool:
 
 @dataclass
 class _Scored:
+    """One interest's match with one paper: idf-weighted relevance, raw strength, and its parts."""
+
     relevance: float = 0.0
     strength: float = 0.0
-    reasons: tuple[str, ...] = ()
+    parts: list[tuple[float, str]] = field(default_factory=list)
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        """The matched keywords, the one that counted most first (computed only for picked papers)."""
+        return tuple(keyword for _, keyword in sorted(self.parts, key=lambda part: -part[0]))
 
 
 def _score_interest(pool: Pool, interest: Interest, title_weight: float) -> dict[int, _Scored]:
-    contributions: dict[int, list[tuple[float, float, str]]] = defaultdict(list)
+    scored: dict[int, _Scored] = {}
     for keyword in interest.keywords:
-        idf = pool.idf(keyword)
-        for i, match in pool.matches(keyword).items():
-            strength = match.strength(title_weight)
-            contributions[i].append((strength * idf, strength, keyword))
-    scored = {}
-    for i, parts in contributions.items():
-        parts.sort(key=lambda part: -part[0])
-        scored[i] = _Scored(relevance=interest.weight * sum(p[0] for p in parts),
-                            strength=sum(p[1] for p in parts), reasons=tuple(p[2] for p in parts))
+        for i, strength, weighted in pool.strengths(keyword, title_weight):
+            entry = scored.get(i)
+            if entry is None:
+                entry = scored[i] = _Scored()
+            entry.relevance += interest.weight * weighted
+            entry.strength += strength
+            entry.parts.append((weighted, keyword))
     return scored
 
 
@@ -143,8 +173,9 @@ def _excluded(pool: Pool, phrases: Iterable[str]) -> set[int]:
 
 def _trending(pool: Pool, subscriber: Subscriber, day: date, skip: set[int],
               settings: SelectSettings) -> tuple[Section, ...]:
+    boosts = pool.boosts(day, settings)
     ranked = sorted((i for i in range(len(pool.papers)) if i not in skip),
-                    key=lambda i: (-(pool.papers[i].upvotes or 0), -_boost(pool.papers[i], pool, day, settings), i))
+                    key=lambda i: (-(pool.papers[i].upvotes or 0), -boosts[i], i))
     items = []
     for i in ranked[:subscriber.max_papers]:
         paper = pool.papers[i]
@@ -156,11 +187,12 @@ def _trending(pool: Pool, subscriber: Subscriber, day: date, skip: set[int],
 def _personal(pool: Pool, subscriber: Subscriber, day: date, skip: set[int],
               settings: SelectSettings) -> tuple[Section, ...]:
     best: dict[int, tuple[float, Interest, _Scored]] = {}
+    boosts = pool.boosts(day, settings)
     for interest in subscriber.interests:
         for i, scored in _score_interest(pool, interest, settings.title_weight).items():
             if i in skip or scored.strength < settings.relevance_floor:
                 continue
-            score = scored.relevance * _boost(pool.papers[i], pool, day, settings)
+            score = scored.relevance * boosts[i]
             if i not in best or score > best[i][0]:
                 best[i] = (score, interest, scored)
     top = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0]))[:subscriber.max_papers]
@@ -173,7 +205,7 @@ def _personal(pool: Pool, subscriber: Subscriber, day: date, skip: set[int],
 def select_digest(pool: Pool, subscriber: Subscriber, *, day: date, received: set[int],
                   settings: SelectSettings) -> Digest:
     """Pick, rank and group the papers of `pool` for one subscriber on one date."""
-    skip = {i for i, p in enumerate(pool.papers) if p.store_id is not None and p.store_id in received}
+    skip = {pool.index[paper_id] for paper_id in received if paper_id in pool.index}
     skip |= _excluded(pool, subscriber.exclude)
     if not subscriber.interests:
         return Digest(subscriber, day, _trending(pool, subscriber, day, skip, settings), trending=True)

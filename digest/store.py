@@ -6,7 +6,7 @@ import json
 import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields, replace
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +77,7 @@ _JSON_FIELDS = [f.name for f in fields(Paper) if f.name not in _COLUMN_FIELDS]
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 def _to_json(paper: Paper) -> str:
@@ -102,18 +102,21 @@ def _from_row(row: Any) -> Paper:
 
 
 def _merge(old: Paper, new: Paper) -> Paper:
-    """Combine two sightings of one paper: keep what either knows, prefer the newer values."""
-    changes = {}
+    """Combine two sightings of one paper, whatever order they arrive in.
+
+    A sighting from a later listing overrides; otherwise it only fills what is missing, and an
+    upvote count only goes up. Ingesting the same files twice therefore changes nothing.
+    """
+    newer = bool(old.listed_on and new.listed_on and new.listed_on > old.listed_on)
+    changes: dict[str, Any] = {}
     for f in fields(Paper):
-        if f.name == "store_id":
+        value, current = getattr(new, f.name), getattr(old, f.name)
+        if f.name == "store_id" or value in (None, (), "") or value == current:
             continue
-        value = getattr(new, f.name)
-        if value not in (None, (), "") and value != getattr(old, f.name):
+        if newer or current in (None, (), ""):
             changes[f.name] = value
-    if new.upvotes is not None and old.upvotes is not None and old.listed_on and new.listed_on \
-            and new.listed_on < old.listed_on:
-        changes.pop("upvotes", None)  # an older page must not roll the count back
-        changes.pop("listed_on", None)
+    if not newer and new.upvotes is not None and old.upvotes is not None:
+        changes["upvotes"] = max(new.upvotes, old.upvotes)
     return replace(old, **changes)
 
 
@@ -155,7 +158,8 @@ class Store:
                 sa.event.listen(self.engine, "connect", _sqlite_pragmas)
             metadata.create_all(self.engine)
         except sa.exc.SQLAlchemyError as exc:
-            raise StoreError(f"cannot open database {url}: {exc.__class__.__name__}: {exc.orig if hasattr(exc, 'orig') else exc}") from exc
+            reason = getattr(exc, "orig", None) or exc
+            raise StoreError(f"cannot open database {url}: {reason}") from exc
 
     def close(self) -> None:
         self.engine.dispose()
@@ -253,6 +257,15 @@ class Store:
             received.c.subscriber == subscriber, received.c.digest_date < day)
         with self.engine.connect() as conn:
             return set(conn.execute(query).scalars())
+
+    def received_by_subscriber(self, day: date) -> dict[str, set[int]]:
+        """For every subscriber at once, the ids of papers received in digests dated before `day`."""
+        query = sa.select(received.c.subscriber, received.c.paper_id).where(received.c.digest_date < day)
+        out: dict[str, set[int]] = {}
+        with self.engine.connect() as conn:
+            for row in conn.execute(query):
+                out.setdefault(row.subscriber, set()).add(row.paper_id)
+        return out
 
     def delivery(self, subscriber: str, day: date) -> DeliveryRecord | None:
         query = sa.select(deliveries).where(deliveries.c.subscriber == subscriber,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from itsdangerous import BadSignature, URLSafeSerializer
 
@@ -19,10 +20,14 @@ class Signer:
 
     secret: str
 
+    @cached_property
+    def _serializers(self) -> dict[str, URLSafeSerializer]:
+        return {action: URLSafeSerializer(self.secret, salt=f"paper-digest.{action}") for action in ACTIONS}
+
     def _serializer(self, action: str) -> URLSafeSerializer:
         if action not in ACTIONS:
             raise ValueError(f"unknown token action {action!r}")
-        return URLSafeSerializer(self.secret, salt=f"paper-digest.{action}")
+        return self._serializers[action]
 
     def make(self, action: str, email: str, **extra: str) -> str:
         return str(self._serializer(action).dumps({"e": email, **extra}))

@@ -1,0 +1,140 @@
+"""The `digest` command: parses arguments, prints, and turns errors into messages and exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from datetime import date
+from pathlib import Path
+
+from .config import Config, load_config
+from .errors import DigestError, UsageError
+from .pipeline import App
+from .subscribers import load_subscribers
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def _date(text: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date like 2026-06-12") from None
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="digest", description="Personalised research-paper digests by email.")
+    parser.add_argument("--config", type=Path, help="settings file (default: $DIGEST_CONFIG or ./digest.toml)")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log each skipped digest and why")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    ingest = commands.add_parser("ingest", help="read papers from files into the store")
+    ingest.add_argument("paths", nargs="*", type=Path, help="files or folders (default: [ingest] paths)")
+    ingest.add_argument("--date", type=_date, default=None, help="the day these papers were seen (default: today)")
+
+    subs = commands.add_parser("subscribers", help="check or list subscriber profiles")
+    subs.add_argument("action", choices=("check", "list"))
+
+    preview = commands.add_parser("preview", help="write each digest as .html, .txt and .eml files")
+    preview.add_argument("--subscriber", metavar="EMAIL")
+    preview.add_argument("--date", type=_date, default=None, help="digest date (default: today)")
+    preview.add_argument("--out", type=Path, default=Path("preview"), help="folder (default: ./preview)")
+
+    for name, text in (("send", "deliver the due digests"), ("run", "ingest the configured sources, then send")):
+        cmd = commands.add_parser(name, help=text)
+        cmd.add_argument("--date", type=_date, default=None, help="digest date (default: today)")
+        cmd.add_argument("--dry-run", action="store_true", help="compose everything, send nothing")
+        cmd.add_argument("--subscriber", metavar="EMAIL", help="only this subscriber")
+    return parser
+
+
+def _print_ingest(app: App, paths: Sequence[Path], day: date) -> int:
+    report = app.ingest(paths, seen_on=day)
+    for error in report.errors:
+        print(f"error: {error}", file=sys.stderr)
+    print(report.summary())
+    return EXIT_OK if report.files else EXIT_FAILED
+
+
+def cmd_ingest(config: Config, args: argparse.Namespace) -> int:
+    app = App(config)
+    try:
+        return _print_ingest(app, args.paths or config.ingest.paths, args.date or date.today())
+    finally:
+        app.close()
+
+
+def cmd_subscribers(config: Config, args: argparse.Namespace) -> int:
+    roster = load_subscribers(Path(config.subscribers.dir))
+    if args.action == "check":
+        for problem in roster.problems:
+            print(problem)
+        print(f"{len(roster.subscribers)} valid, {len(roster.invalid_files)} invalid profiles")
+        return EXIT_FAILED if roster.problems else EXIT_OK
+    for problem in roster.problems:
+        print(f"warning: skipping profile: {problem}", file=sys.stderr)
+    for sub in roster.subscribers:
+        topics = ", ".join(i.name for i in sub.interests) or "(trending)"
+        print(f"{sub.email}\t{sub.name}\t{sub.frequency} at {sub.send_at:%H:%M} {sub.timezone}\t{topics}")
+    return EXIT_OK
+
+
+def cmd_preview(config: Config, args: argparse.Namespace) -> int:
+    app = App(config)
+    try:
+        results = app.preview(args.date or date.today(), args.out, only=args.subscriber)
+    finally:
+        app.close()
+    for composed, files in results:
+        note = "" if composed.digest.count else "  (empty: nothing new above the relevance floor)"
+        print(f"{composed.digest.subscriber.email}: {composed.rendered.subject}{note}")
+        for path in files:
+            print(f"  {path}")
+    return EXIT_OK
+
+
+def cmd_send(config: Config, args: argparse.Namespace) -> int:
+    app = App(config)
+    day = args.date or date.today()
+    try:
+        if args.command == "run":
+            _print_ingest(app, config.ingest.paths, day)
+        report = app.send(day, dry_run=args.dry_run, only=args.subscriber)
+    finally:
+        app.close()
+    for outcome in report.outcomes:
+        if outcome.status == "dry-run":
+            print(f"would send {outcome.subscriber}: {outcome.reason}")
+        elif outcome.status == "failed":
+            print(f"failed {outcome.subscriber}: {outcome.reason}", file=sys.stderr)
+    print(report.summary())
+    return EXIT_FAILED if report.count("failed") else EXIT_OK
+
+
+COMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
+    "ingest": cmd_ingest, "subscribers": cmd_subscribers, "preview": cmd_preview,
+    "send": cmd_send, "run": cmd_send,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    level = logging.DEBUG if args.debug else logging.INFO if args.verbose else logging.WARNING
+    logging.basicConfig(level=level, format="digest: %(levelname)s: %(message)s", stream=sys.stderr)
+    try:
+        return COMMANDS[args.command](load_config(args.config), args)
+    except DigestError as exc:
+        if args.debug:
+            raise
+        print(f"digest: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE if isinstance(exc, UsageError) else EXIT_FAILED
+    except KeyboardInterrupt:
+        print("digest: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""The `digest` command as a user runs it: a real process, real files, exit codes and messages."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import SEEDS, SUBSCRIBERS
+
+
+def run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "digest", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120, env={"PATH": "/usr/bin:/bin", "DIGEST_SECRET": "test-secret"})
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    """A working folder whose digest.toml points at the seeds and a copy of the subscribers."""
+    subs = tmp_path / "subscribers"
+    subs.mkdir()
+    for profile in SUBSCRIBERS.glob("*.toml"):
+        (subs / profile.name).write_text(profile.read_text())
+    (tmp_path / "digest.toml").write_text(f'[ingest]\npaths = ["{SEEDS}"]\n[newsletter]\nname = "Test Digest"\n')
+    return tmp_path
+
+
+def test_run_ingests_and_delivers_to_outbox(site):
+    """`digest run --date` ingests the seeds and writes one .eml per due subscriber, with a summary line."""
+    result = run(site, "run", "--date", "2026-06-12")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert "197 distinct papers" in lines[0]
+    assert lines[-1].startswith("2026-06-12: sent 4, skipped 1, failed 0")
+    assert len(list((site / "outbox" / "2026-06-12").glob("*.eml"))) == 4
+    again = run(site, "send", "--date", "2026-06-12")
+    assert again.stdout.strip().splitlines()[-1].startswith("2026-06-12: sent 0, skipped 5, failed 0")
+
+
+def test_preview_prints_paths(site):
+    """`digest preview` prints the subject and the three files it wrote for the subscriber."""
+    run(site, "ingest", "--date", "2026-06-12")
+    result = run(site, "preview", "--subscriber", "ada@example.org", "--date", "2026-06-12", "--out", "pv")
+    assert result.returncode == 0, result.stderr
+    paths = [Path(line.strip()) for line in result.stdout.splitlines() if line.startswith("  ")]
+    assert [p.suffix for p in paths] == [".html", ".txt", ".eml"]
+    assert all((site / p).exists() for p in paths)
+    assert result.stdout.startswith("ada@example.org: Test Digest")
+
+
+def test_subscribers_check_reports_file_and_line(site):
+    """`subscribers check` prints file:line problems and exits 1; other commands skip the bad file."""
+    bad = site / "subscribers" / "zz.toml"
+    bad.write_text('email = "zz@example.org"\ntimezone = "Nowhere/Land"\n')
+    result = run(site, "subscribers", "check")
+    assert result.returncode == 1
+    assert f"{bad}:2: timezone 'Nowhere/Land' is not an IANA time zone" in result.stdout
+    listed = run(site, "subscribers", "list")
+    assert listed.returncode == 0 and "ada@example.org" in listed.stdout and "zz.toml" in listed.stderr
+
+
+def test_errors_are_one_line_without_traceback(site):
+    """An unknown subscriber is a one-line error with exit 2; --debug shows the traceback."""
+    result = run(site, "send", "--subscriber", "nobody@example.org")
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith("digest: error: no valid subscriber 'nobody@example.org'")
+    assert "Traceback" not in result.stderr
+    debug = run(site, "--debug", "send", "--subscriber", "nobody@example.org")
+    assert "Traceback" in debug.stderr
+
+
+def test_bad_setting_fails_at_start(site):
+    """A typo in digest.toml stops the command before anything runs, naming the file and a hint."""
+    (site / "digest.toml").write_text('[newsletter]\nnmae = "x"\n')
+    result = run(site, "send")
+    assert result.returncode == 1
+    assert "did you mean 'name'?" in result.stderr and "digest.toml" in result.stderr
+
+
+def test_bad_date_is_a_usage_error(site):
+    """A malformed --date is refused by the argument parser with exit 2."""
+    result = run(site, "send", "--date", "12/06/2026")
+    assert result.returncode == 2 and "is not a date like 2026-06-12" in result.stderr

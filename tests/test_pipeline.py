@@ -1,0 +1,134 @@
+"""End to end through the real store: ingest, preview, send, and what a rerun does."""
+
+from __future__ import annotations
+
+import email
+import json
+from datetime import timedelta
+from email import policy
+from pathlib import Path
+
+from digest.pipeline import App
+
+from .conftest import DAY, SEEDS
+
+API_JSON = Path(__file__).resolve().parent / "fixtures" / "hf_daily_papers_2026-06-12.json"
+
+
+def outbox_files(app: App) -> list[Path]:
+    return sorted(Path(app.config.delivery.outbox).rglob("*.eml"))
+
+
+def test_seed_pages_hold_197_distinct_papers(make_config):
+    """Ingesting the five seed pages reports 284 records of 197 distinct papers, and a rerun adds none."""
+    app = App(make_config())
+    first = app.ingest([SEEDS], seen_on=DAY)
+    assert (first.files, first.records, first.distinct, first.new) == (5, 284, 197, 197)
+    assert "197 distinct papers (197 new" in first.summary()
+    again = app.ingest([SEEDS], seen_on=DAY)
+    assert (again.new, again.updated, again.unchanged) == (0, 0, 197)
+    assert app.store.count_papers() == 197
+    app.close()
+
+
+def test_same_paper_from_two_sources_is_one_paper(make_config, tmp_path):
+    """A seed paper seen again in JSONL with its arXiv id merges into one paper that gains the id."""
+    app = App(make_config())
+    app.ingest([SEEDS], seen_on=DAY)
+    line = {"id": "2404.14469v2", "title": "SnapKV:  LLM knows what you are looking for before generation",
+            "abstract": "Updated abstract.", "authors": ["Yuhong Li", "Yingbing Huang"], "upvotes": 7}
+    extra = tmp_path / "more.jsonl"
+    extra.write_text(json.dumps(line) + "\n")
+    report = app.ingest([extra], seen_on=DAY + timedelta(days=1))
+    assert (report.new, report.updated) == (0, 1)
+    snap = [p for p in app.store.all_papers() if p.title.startswith("SnapKV")]
+    assert len(snap) == 1 and snap[0].arxiv_id == "2404.14469" and snap[0].upvotes == 7
+    assert snap[0].authors == ("Yuhong Li", "Yingbing Huang")
+    assert [u for _, u in app.store.upvote_history(snap[0].store_id)][-1] == 7
+    app.close()
+
+
+def test_preview_writes_three_files_per_subscriber_and_records_nothing(app, tmp_path):
+    """Preview writes .html, .txt and .eml for every subscriber and leaves the send log empty."""
+    results = app.preview(DAY, tmp_path / "preview")
+    assert len(results) == 5
+    for composed, files in results:
+        assert [f.suffix for f in files] == [".html", ".txt", ".eml"]
+        assert all(f.exists() and f.stat().st_size > 0 for f in files)
+        assert files[0].stem == composed.digest.subscriber.email
+        message = email.message_from_bytes(files[2].read_bytes(), policy=policy.default)
+        assert message["Subject"] == composed.rendered.subject
+    assert app.store.deliveries_on(DAY) == []
+
+
+def test_send_writes_outbox_and_second_send_sends_nothing(app):
+    """The first send writes one .eml per due subscriber; sending the same date again sends nothing."""
+    first = app.send(DAY)
+    assert first.count("failed") == 0
+    sent = {o.subscriber for o in first.outcomes if o.status == "sent"}
+    assert "ada@example.org" in sent and "katherine@example.org" not in sent  # 2026-06-12 is a Friday
+    files = outbox_files(app)
+    assert len(files) == len(sent)
+    stamps = {f: f.stat().st_mtime_ns for f in files}
+    second = app.send(DAY)
+    assert second.count("sent") == 0
+    assert {o.reason for o in second.outcomes if o.subscriber in sent} == {"already sent"}
+    assert {f: f.stat().st_mtime_ns for f in outbox_files(app)} == stamps
+
+
+def test_next_day_repeats_no_paper(app):
+    """Papers sent on one day are not sent to the same subscriber the next day."""
+    app.send(DAY, only="ada@example.org")
+    app.ingest([SEEDS], seen_on=DAY + timedelta(days=1))
+    first_ids = set(app.store.received_before("ada@example.org", DAY + timedelta(days=1)))
+    assert first_ids
+    composed = app.compose(app.roster().find("ada@example.org"), DAY + timedelta(days=1),
+                           app.pool(DAY + timedelta(days=1)))
+    assert not first_ids & set(composed.paper_ids)
+
+
+def test_sent_message_is_the_preview(app, tmp_path):
+    """The .eml in the outbox has the same subject and text as the preview of that digest."""
+    [(composed, files)] = app.preview(DAY, tmp_path / "p", only="ada@example.org")
+    app.send(DAY, only="ada@example.org")
+    [sent] = outbox_files(app)
+    msg = email.message_from_bytes(sent.read_bytes(), policy=policy.default)
+    assert msg["Subject"] == composed.rendered.subject
+    text = msg.get_body(("plain",)).get_content().replace("\r\n", "\n")
+    assert text.rstrip("\n") == files[1].read_text().rstrip("\n")
+
+
+def test_invalid_profile_and_suppressed_address_do_not_stop_others(make_config, subscribers_dir):
+    """A broken profile is skipped with a count, a suppressed address gets nothing, the rest are sent."""
+    (subscribers_dir / "broken.toml").write_text('email = "nope"\n')
+    app = App(make_config(subscribers={"dir": str(subscribers_dir)}))
+    app.ingest([SEEDS], seen_on=DAY)
+    app.store.suppress("grace@example.org", "unsubscribed")
+    report = app.send(DAY)
+    by = {o.subscriber: o for o in report.outcomes}
+    assert report.invalid_profiles == 1
+    assert by["grace@example.org"].status == "skipped" and "unsubscribed" in by["grace@example.org"].reason
+    assert by["ada@example.org"].status == "sent"
+    assert "1 invalid profiles" in report.summary()
+    app.close()
+
+
+def test_dry_run_sends_nothing(app):
+    """A dry run composes every digest but writes no file and no send-log row."""
+    report = app.send(DAY, dry_run=True)
+    assert report.count("dry-run") >= 3
+    assert outbox_files(app) == [] and app.store.deliveries_on(DAY) == []
+
+
+def test_pending_digest_is_resent_with_same_message_id(app):
+    """A digest left pending by a crash is sent on the rerun with the Message-ID it had."""
+    subscriber = app.roster().find("ada@example.org")
+    composed = app.compose(subscriber, DAY, app.pool(DAY))
+    app.store.mark_pending(subscriber.email, DAY, str(composed.message["Message-ID"]), "outbox")
+    report = app.send(DAY, only=subscriber.email)
+    assert report.count("sent") == 1
+    [sent] = outbox_files(app)
+    msg = email.message_from_bytes(sent.read_bytes(), policy=policy.default)
+    assert msg["Message-ID"] == composed.message["Message-ID"]
+    record = app.store.delivery(subscriber.email, DAY)
+    assert record.status == "sent" and record.attempts == 2
