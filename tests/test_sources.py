@@ -31,7 +31,8 @@ SEEDS = ROOT / "seeds"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 API_JSON = FIXTURES / "hf_daily_papers_2026-06-12.json"
 HTML_PAGE = FIXTURES / "hf_page.html"
-ARXIV_SAMPLE = Path("/work/shared/data/arxiv_sample.jsonl.gz")
+# The first 300 lines of ../shared/data/arxiv_sample.jsonl.gz (arXiv metadata, CC0), kept here so CI has them.
+ARXIV_SAMPLE = FIXTURES / "arxiv_sample_head.jsonl.gz"
 # Late enough that every seed page date resolves to the year its entries' explicit dates imply
 # (page 004 "Jun 19" lists papers from Dec 2025, so it is Jun 19, 2026).
 SEEN = date(2026, 8, 21)
