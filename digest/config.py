@@ -12,6 +12,7 @@ from typing import Any
 
 from .errors import ConfigError
 from .models import Newsletter
+from .sources.live import KINDS, SourceSpec
 
 CONFIG_ENV = "DIGEST_CONFIG"
 DEFAULT_FILE = "digest.toml"
@@ -66,6 +67,25 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("select", "recency_weight", (int, float), 0.3, "Weight of recency in the final score."),
     Setting("select", "recency_half_life_days", (int, float), 30.0,
             "Days after publication at which the recency bonus halves."),
+    Setting("fetch", "timeout", (int, float), 30.0,
+            "Seconds to wait on a source's server in one attempt before giving up on that attempt."),
+    Setting("fetch", "retries", int, 3, "Extra attempts after a 429, a 5xx, a timeout or a broken connection."),
+    Setting("fetch", "backoff", (int, float), 2.0, "Seconds before the first retry; doubled for each further one."),
+    Setting("fetch", "max_wait", (int, float), 120.0,
+            "Longest wait honoured between attempts (Retry-After or backoff); a longer one fails the source."),
+    Setting("fetch", "user_agent", str, "",
+            "User-Agent sent to sources (empty: paper-digest/VERSION and the project's URL)."),
+)
+
+# The fields of one `[[sources]]` entry (an array of tables, so not in SETTINGS).
+SOURCE_FIELDS: tuple[Setting, ...] = (
+    Setting("sources", "kind", str, "", "What to read.", choices=KINDS),
+    Setting("sources", "name", str, "", "Name shown in reports and `digest status` (empty: kind and URL)."),
+    Setting("sources", "url", str, "", "URL to fetch; `{date}` becomes the day fetched (YYYY-MM-DD). "
+            "hf_daily and hf_page have defaults."),
+    Setting("sources", "path", str, "", "For `file`: a file, folder or glob, relative to the config file."),
+    Setting("sources", "categories", list, [], "For `arxiv`: categories whose new listings to read (cs.LG, …)."),
+    Setting("sources", "query", str, "", "For `arxiv`: an arXiv API search query (newest 200 results)."),
 )
 
 
@@ -92,9 +112,11 @@ def _check_type(setting: Setting, value: Any, where: str) -> Any:
 
 
 def _validate(raw: dict[str, Any], where: str) -> dict[str, dict[str, Any]]:
-    sections = sorted({s.section for s in SETTINGS})
+    sections = sorted({s.section for s in SETTINGS} | {"sources"})
     values: dict[str, dict[str, Any]] = {}
     for section, table in raw.items():
+        if section == "sources":
+            continue  # an array of tables, read by _sources
         if section not in sections:
             raise ConfigError(f"{where}: unknown section [{section}]{_hint(section, sections)}")
         if not isinstance(table, dict):
@@ -124,6 +146,7 @@ class Config(SimpleNamespace):
 
     source: Path | None
     base: Path
+    sources: tuple[SourceSpec, ...]
 
     @property
     def newsletter_info(self) -> Newsletter:
@@ -133,15 +156,44 @@ class Config(SimpleNamespace):
                           unsubscribe_mailto=n.unsubscribe_mailto)
 
 
+def _sources(raw: Any, where: str, base: Path) -> tuple[SourceSpec, ...]:
+    """The `[[sources]]` entries, each checked like a section; file paths made relative to `base`."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(entry, dict) for entry in raw):
+        raise ConfigError(f"{where}: sources must be written as [[sources]] tables")
+    keys = [f.key for f in SOURCE_FIELDS]
+    specs = []
+    for number, entry in enumerate(raw, start=1):
+        here = f"{where}: [[sources]] #{number}"
+        fields: dict[str, Any] = {}
+        for key, value in entry.items():
+            field = next((f for f in SOURCE_FIELDS if f.key == key), None)
+            if field is None:
+                raise ConfigError(f"{here}: unknown field {key!r}{_hint(key, keys)}")
+            fields[key] = _check_type(field, value, here)
+        if "kind" not in fields:
+            raise ConfigError(f"{here}: `kind` is required (one of {', '.join(KINDS)})")
+        if fields.get("path"):
+            fields["path"] = str(base / fields["path"])
+        spec = SourceSpec(**{**fields, "categories": tuple(map(str, fields.get("categories", ())))})
+        if spec.problem():
+            raise ConfigError(f"{here}: {spec.problem()}")
+        specs.append(spec)
+    return tuple(specs)
+
+
 def build_config(raw: dict[str, Any], *, base: Path, source: Path | None = None) -> Config:
     """Validate a parsed settings table and fill in every default."""
-    values = _validate(raw, str(source) if source else "settings")
+    where = str(source) if source else "settings"
+    values = _validate(raw, where)
+    sources = _sources(raw.get("sources"), where, base)
     sections: dict[str, SimpleNamespace] = {}
     for setting in SETTINGS:
         value = values.get(setting.section, {}).get(setting.key, setting.default)
         ns = sections.setdefault(setting.section, SimpleNamespace())
         setattr(ns, setting.key, _resolve(setting, value, base))
-    return Config(source=source, base=base, **sections)
+    return Config(source=source, base=base, sources=sources, **sections)
 
 
 def load_config(path: Path | None = None, *, cwd: Path | None = None) -> Config:

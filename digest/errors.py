@@ -27,3 +27,13 @@ class UsageError(DigestError):
 
 class RenderError(DigestError):
     """A digest could not be rendered: a template is missing, broken or cannot be inlined."""
+
+
+class FetchError(DigestError):
+    """A source could not be fetched; says which URL, why, and after how many attempts."""
+
+    def __init__(self, url: str, reason: str, attempts: int = 1) -> None:
+        super().__init__(f"{url}: {reason}")
+        self.url = url
+        self.reason = reason
+        self.attempts = attempts

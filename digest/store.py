@@ -65,6 +65,31 @@ suppressions = sa.Table(
     sa.Column("created_at", sa.DateTime, nullable=False),
 )
 
+fetches = sa.Table(
+    "fetches", metadata,
+    sa.Column("source", sa.String, primary_key=True),  # the source's label
+    sa.Column("url", sa.String, nullable=False),
+    sa.Column("fetched_at", sa.DateTime, nullable=False),
+    sa.Column("result", sa.String, nullable=False),  # ok | not-modified | failed
+    sa.Column("papers", sa.Integer, nullable=False),
+    sa.Column("errors", sa.Integer, nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("detail", sa.Text, nullable=False),
+    sa.Column("etag", sa.String),
+    sa.Column("last_modified", sa.String),
+    sa.Column("last_ok_at", sa.DateTime),
+)
+
+runs = sa.Table(
+    "runs", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("command", sa.String, nullable=False),
+    sa.Column("started_at", sa.DateTime, nullable=False),
+    sa.Column("finished_at", sa.DateTime),
+    sa.Column("status", sa.String, nullable=False),  # running | ok | failed
+    sa.Column("summary", sa.Text, nullable=False, default=""),
+)
+
 meta = sa.Table(
     "meta", metadata,
     sa.Column("key", sa.String, primary_key=True),
@@ -128,6 +153,35 @@ class IngestCounts:
     new: int = 0
     updated: int = 0
     unchanged: int = 0
+
+
+@dataclass(frozen=True)
+class FetchRecord:
+    """The last fetch of one source."""
+
+    source: str
+    url: str
+    fetched_at: datetime
+    result: str
+    papers: int
+    errors: int
+    attempts: int
+    detail: str = ""
+    etag: str | None = None
+    last_modified: str | None = None
+    last_ok_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One run of a command that changes state (fetch, send, run, a scheduled job)."""
+
+    id: int
+    command: str
+    started_at: datetime
+    finished_at: datetime | None
+    status: str
+    summary: str
 
 
 @dataclass(frozen=True)
@@ -319,6 +373,45 @@ class Store:
         """Suppressed addresses (unsubscribed, bounced) with the reason."""
         with self.engine.connect() as conn:
             return {r.email: r.reason for r in conn.execute(sa.select(suppressions))}
+
+    # -- fetches and runs ---------------------------------------------------------
+
+    def last_fetch(self, source: str) -> FetchRecord | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(fetches).where(fetches.c.source == source)).first()
+        return FetchRecord(**row._mapping) if row else None
+
+    def fetches(self) -> list[FetchRecord]:
+        with self.engine.connect() as conn:
+            return [FetchRecord(**r._mapping) for r in conn.execute(sa.select(fetches).order_by(fetches.c.source))]
+
+    def record_fetch(self, record: FetchRecord) -> None:
+        """Replace the source's last fetch; a failed fetch keeps the validators of the last good one."""
+        values = {k: v for k, v in record.__dict__.items()}
+        with self.engine.begin() as conn:
+            old = conn.execute(sa.select(fetches).where(fetches.c.source == record.source)).first()
+            if record.result == "failed" and old is not None:
+                values.update(etag=old.etag, last_modified=old.last_modified, last_ok_at=old.last_ok_at)
+            elif record.result != "failed":
+                values["last_ok_at"] = record.fetched_at
+            conn.execute(fetches.delete().where(fetches.c.source == record.source))
+            conn.execute(fetches.insert().values(**values))
+
+    def start_run(self, command: str) -> int:
+        with self.engine.begin() as conn:
+            result = conn.execute(runs.insert().values(command=command, started_at=_now(), status="running",
+                                                       summary=""))
+            return int(result.inserted_primary_key[0])
+
+    def finish_run(self, run_id: int, status: str, summary: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(runs.update().where(runs.c.id == run_id).values(
+                finished_at=_now(), status=status, summary=summary[:4000]))
+
+    def recent_runs(self, limit: int = 10) -> list[RunRecord]:
+        query = sa.select(runs).order_by(runs.c.id.desc()).limit(limit)
+        with self.engine.connect() as conn:
+            return [RunRecord(**r._mapping) for r in conn.execute(query)]
 
     def secret(self) -> str:
         """The link-signing key kept in the database, made on first use."""

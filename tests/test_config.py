@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
+from datetime import date
 from pathlib import Path
 
 import pytest
 
-from digest.config import SETTINGS, load_config
+from digest.config import SETTINGS, SOURCE_FIELDS, load_config
 from digest.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,3 +65,41 @@ def test_readme_lists_every_setting():
         default = setting.default
         shown = "`" + (str(default).replace("'", '"') if not isinstance(default, str) else f'"{default}"') + "`"
         assert rows[setting.name].startswith(shown), setting.name
+
+
+def test_readme_lists_every_source_field():
+    """The README's [[sources]] table has one row per declared source field, in order."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Sources", 1)[1]
+    rows = re.findall(r"^\| `([a-z_]+)` \|", section, flags=re.M)
+    assert rows[: len(SOURCE_FIELDS)] == [f.key for f in SOURCE_FIELDS]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('[[sources]]\nkind = "hf_daily"\nulr = "x"\n', "unknown field 'ulr' (did you mean 'url'?)"),
+        ('[[sources]]\nurl = "https://x"\n', "`kind` is required"),
+        ('[[sources]]\nkind = "rss"\n', "sources.kind must be one of hf_daily, hf_page, arxiv, file"),
+        ('[[sources]]\nkind = "arxiv"\n', "exactly one of `url`, `categories` or `query`"),
+        ('[[sources]]\nkind = "file"\n', "needs `path`"),
+        ('[sources]\nkind = "file"\n', "[[sources]] tables"),
+    ],
+)
+def test_bad_sources_are_rejected_with_their_entry(tmp_path, text, expected):
+    """Each malformed [[sources]] entry is named by its number with what is wrong."""
+    (tmp_path / "digest.toml").write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_config(cwd=tmp_path)
+    assert expected in str(err.value)
+
+
+def test_sources_are_read_with_file_paths_relative_to_the_config(tmp_path):
+    """Valid sources become specs; a file source's path is resolved against the config's folder."""
+    (tmp_path / "digest.toml").write_text(
+        '[[sources]]\nkind = "hf_daily"\n\n[[sources]]\nkind = "arxiv"\ncategories = ["cs.DC", "cs.AR"]\n\n'
+        '[[sources]]\nkind = "file"\npath = "inbox/*.jsonl"\n', encoding="utf-8")
+    daily, arxiv, files = load_config(cwd=tmp_path).sources
+    assert daily.url_for(date(2026, 6, 12)) == "https://huggingface.co/api/daily_papers?date=2026-06-12"
+    assert arxiv.url_for(date(2026, 6, 12)) == "https://rss.arxiv.org/atom/cs.DC+cs.AR"
+    assert files.path == str(tmp_path / "inbox/*.jsonl")

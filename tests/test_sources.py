@@ -14,6 +14,7 @@ import pytest
 
 from digest.models import Paper, ParseResult, normalise_title
 from digest.sources import (
+    ARXIV_FEED,
     HF_API_JSON,
     HF_PAGE_HTML,
     HF_PAGE_TEXT,
@@ -384,6 +385,8 @@ def test_jsonl_fields_are_cleaned() -> None:
         ('{"broken": \n{"id": "2"}\n{"id": "3"}\n', JSONL),
         ("\ufeff<!doctype html><html></html>", HF_PAGE_HTML),
         ('text then <div data-target="DailyPapers" data-props="{}"></div>', HF_PAGE_HTML),
+        ('<?xml version="1.0"?>\n<feed xmlns="http://www.w3.org/2005/Atom"></feed>', ARXIV_FEED),
+        ("<?xml version='1.0' encoding='UTF-8'?>\n<rss version=\"2.0\"><channel></channel></rss>", ARXIV_FEED),
     ],
 )
 def test_format_is_detected_from_content(text: str, expected: str) -> None:
@@ -398,6 +401,7 @@ def test_format_is_detected_from_content(text: str, expected: str) -> None:
         (API_JSON, "daily.html", 30),
         (HTML_PAGE, "page.json", 4),
         (next(SEEDS.glob("002_*.txt")), "seed.jsonl", 13),
+        (FIXTURES / "arxiv_listing.rss", "listing.json", 4),
     ],
 )
 def test_misleading_extensions_do_not_matter(tmp_path: Path, content: Path, name: str, count: int) -> None:
@@ -412,7 +416,6 @@ def test_misleading_extensions_do_not_matter(tmp_path: Path, content: Path, name
     [
         ("Just some notes.\nNothing to see here.\n", "unknown format: expected Daily Papers page text"),
         ("  \n\n", "unknown format: the file is empty"),
-        ('<?xml version="1.0"?>\n<feed xmlns="http://www.w3.org/2005/Atom"></feed>', "Atom/RSS feed"),
     ],
 )
 def test_unrecognised_content_raises_unknown_format(tmp_path: Path, text: str, hint: str) -> None:

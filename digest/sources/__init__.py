@@ -1,4 +1,4 @@
-"""Sources: read Daily Papers page text, Daily Papers API JSON and HTML pages, and papers JSONL into Papers."""
+"""Sources: read Daily Papers page text, API JSON and HTML pages, arXiv feeds and papers JSONL into Papers."""
 
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import Protocol
 
 from digest.models import ParseResult, RecordError
-from digest.sources import hfhtml, hfjson, jsonl, pagetext
+from digest.sources import arxivfeed, hfhtml, hfjson, jsonl, pagetext
 
 HF_PAGE_TEXT = "hf_page_text"
 HF_API_JSON = "hf_api_json"
 HF_PAGE_HTML = "hf_page_html"
 JSONL = "jsonl"
-SUFFIXES = (".txt", ".json", ".jsonl", ".html", ".htm", ".gz")
+ARXIV_FEED = "arxiv_feed"
+SUFFIXES = (".txt", ".json", ".jsonl", ".html", ".htm", ".gz", ".xml", ".atom", ".rss")
 
 
 class Parser(Protocol):
@@ -31,6 +32,7 @@ PARSERS: dict[str, Parser] = {
     HF_API_JSON: hfjson.parse,
     HF_PAGE_HTML: hfhtml.parse,
     JSONL: jsonl.parse,
+    ARXIV_FEED: arxivfeed.parse,
 }
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -94,7 +96,7 @@ def detect_format(text: str, source: str = "<text>") -> str:
         return HF_PAGE_TEXT
     raise UnknownFormat(
         source,
-        "expected Daily Papers page text, Daily Papers API JSON or HTML, or papers JSONL;"
+        "expected Daily Papers page text, Daily Papers API JSON or HTML, an arXiv feed, or papers JSONL;"
         f" the text starts with {head[:40]!r}",
     )
 
@@ -151,8 +153,8 @@ def _looks_like_jsonl(head: str) -> bool:
 
 
 def _markup_format(head: str, source: str) -> str:
-    """HTML page, unless the markup is an Atom/RSS feed (which these parsers do not read)."""
+    """An Atom/RSS feed (arXiv's), else a Daily Papers HTML page."""
     start = head[:1000].lower()
-    if ("<feed" in start or "<rss" in start) and "<html" not in start:
-        raise UnknownFormat(source, "this is an Atom/RSS feed, not a Daily Papers page")
+    if ("<feed" in start or "<rss" in start or "<rdf:rdf" in start) and "<html" not in start:
+        return ARXIV_FEED
     return HF_PAGE_HTML

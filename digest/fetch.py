@@ -1,0 +1,136 @@
+"""HTTP fetching for live sources: timeouts, retries with backoff, Retry-After, conditional requests.
+
+One `Fetcher` per run holds one HTTP client (connections are reused across sources). A 429 or 5xx
+reply, a timeout, a dropped connection or a body cut short is retried with exponential backoff,
+waiting as long as the server's Retry-After asks when that is within `max_wait`; any other 4xx,
+or a body of the wrong content type, fails at once. Validators (ETag, Last-Modified) from the last
+good fetch make the request conditional, so an unchanged page costs a 304 and no parsing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+
+import httpx
+
+from . import __version__
+from .errors import FetchError
+
+USER_AGENT = f"paper-digest/{__version__} (+https://github.com/paper-digest/paper-digest)"
+RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class FetchPolicy:
+    """How hard to try: the `[fetch]` settings."""
+
+    timeout: float = 30.0
+    retries: int = 3
+    backoff: float = 2.0
+    max_wait: float = 120.0
+    user_agent: str = USER_AGENT
+
+
+@dataclass(frozen=True)
+class Validators:
+    """What the server said identifies the version we have (for a conditional request)."""
+
+    etag: str | None = None
+    last_modified: str | None = None
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """A successful fetch: the body (empty when not modified) and the validators to keep."""
+
+    url: str
+    body: bytes
+    not_modified: bool
+    validators: Validators
+    attempts: int
+
+
+class Fetcher:
+    """GETs URLs under one policy; `sleep` is injectable so tests need not wait for real."""
+
+    def __init__(self, policy: FetchPolicy, *, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.policy = policy
+        self.sleep = sleep
+        self.client = httpx.Client(timeout=policy.timeout, follow_redirects=True,
+                                   headers={"User-Agent": policy.user_agent})
+
+    def close(self) -> None:
+        self.client.close()
+
+    def get(self, url: str, *, accept: tuple[str, ...], have: Validators = Validators()) -> Fetched:
+        """The body at `url` if its content type starts with one of `accept`; FetchError when it cannot be had."""
+        headers = {"Accept": ", ".join(accept) + ", */*;q=0.1"}
+        if have.etag:
+            headers["If-None-Match"] = have.etag
+        if have.last_modified:
+            headers["If-Modified-Since"] = have.last_modified
+        attempts = self.policy.retries + 1
+        for attempt in range(1, attempts + 1):
+            try:
+                response = self.client.get(url, headers=headers)
+            except httpx.TransportError as exc:  # timeouts, refused or dropped connections, short bodies
+                problem, wait = _describe(exc), self._backoff(attempt)
+            else:
+                if response.status_code == 304:
+                    return Fetched(url, b"", True, have, attempt)
+                if response.is_success:
+                    return Fetched(url, _checked(response, accept, attempt), False, _validators(response), attempt)
+                problem = f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
+                if response.status_code not in RETRY_STATUSES:
+                    raise FetchError(url, problem, attempt)
+                wait = _retry_after(response) or self._backoff(attempt)
+                if wait > self.policy.max_wait:
+                    raise FetchError(url, f"{problem}; asked to retry after {wait:.0f} s", attempt)
+            if attempt < attempts:
+                self.sleep(wait)
+        raise FetchError(url, f"{problem} (gave up after {attempts} attempts)", attempts)
+
+    def _backoff(self, attempt: int) -> float:
+        return float(min(self.policy.backoff * 2 ** (attempt - 1), self.policy.max_wait))
+
+
+def _checked(response: httpx.Response, accept: tuple[str, ...], attempt: int) -> bytes:
+    """The body, after checking its content type is one the caller can parse."""
+    kind = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
+    if not any(kind.startswith(wanted) for wanted in accept):
+        raise FetchError(str(response.url), f"expected {' or '.join(accept)}, got {kind or 'no content type'}",
+                         attempt)
+    return response.content
+
+
+def _validators(response: httpx.Response) -> Validators:
+    return Validators(response.headers.get("ETag"), response.headers.get("Last-Modified"))
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    """Seconds the server asks us to wait (Retry-After as seconds or an HTTP date), else None."""
+    value = response.headers.get("Retry-After", "").strip()
+    if not value:
+        return None
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max((when - datetime.now(UTC)).total_seconds(), 0.0)
+
+
+def _describe(exc: httpx.TransportError) -> str:
+    """A short reason for a transport failure."""
+    if isinstance(exc, httpx.TimeoutException):
+        return f"timed out ({exc.__class__.__name__})"
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return f"connection broken: {exc}"
+    return f"{exc.__class__.__name__}: {exc}"

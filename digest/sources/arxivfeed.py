@@ -1,0 +1,83 @@
+"""Parser for arXiv feeds: the API's Atom (`export.arxiv.org/api/query`) and the listing RSS/Atom
+(`rss.arxiv.org/rss/cs.LG`), both read with feedparser.
+
+The API puts the abstract in `<summary>` and the id in `<id>http://arxiv.org/abs/2406.01234v2</id>`;
+the listing feeds put "arXiv:2406.01234v1 Announce Type: new Abstract: …" in the description and
+the id in the link. Both carry categories as `<category term="cs.LG">`.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+from typing import Any
+
+import feedparser
+
+from digest.models import Paper, ParseResult, RecordError
+from digest.sources._fields import BadRecord, collapse, require_title
+from digest.sources.jsonl import ABS_URL, CATEGORY, _arxiv_id
+
+_ANNOUNCE = re.compile(r"^\s*arXiv:\S+\s+Announce Type:\s*\S+\s+Abstract:\s*", re.IGNORECASE)
+
+
+def parse(text: str, source: str, *, seen_on: date) -> ParseResult:
+    """Papers of an arXiv Atom or RSS feed; one RecordError per entry that cannot be read."""
+    feed = feedparser.parse(text)
+    if not feed.entries and feed.get("bozo"):
+        reason = f"not a readable feed: {feed.get('bozo_exception')}"
+        return ParseResult((), (RecordError(source, None, reason),))
+    papers: list[Paper] = []
+    errors: list[RecordError] = []
+    for index, entry in enumerate(feed.entries, start=1):
+        try:
+            papers.append(_paper(entry, seen_on=seen_on))
+        except BadRecord as bad:
+            errors.append(RecordError(source, None, f"entry {index}: {bad}"))
+    return ParseResult(tuple(papers), tuple(errors))
+
+
+def _paper(entry: Any, *, seen_on: date) -> Paper:
+    """The Paper of one feed entry; BadRecord when it has no title, abstract or arXiv id."""
+    title = require_title(entry.get("title"))
+    arxiv_id = _arxiv_id(entry.get("id")) or _arxiv_id(entry.get("link"))
+    if arxiv_id is None:
+        raise BadRecord(f"no arXiv id in id {entry.get('id')!r} or link {entry.get('link')!r}")
+    abstract = collapse(_ANNOUNCE.sub("", entry.get("summary") or ""))
+    if not abstract:
+        raise BadRecord("no abstract")
+    authors = _authors(entry)
+    published = _date(entry.get("published_parsed")) or _date(entry.get("updated_parsed"))
+    return Paper(
+        title=title,
+        abstract=abstract,
+        arxiv_id=arxiv_id,
+        authors=authors,
+        n_authors=len(authors) or None,
+        published=published,
+        listed_on=seen_on,
+        url=ABS_URL.format(arxiv_id),
+        categories=_categories(entry),
+    )
+
+
+def _authors(entry: Any) -> tuple[str, ...]:
+    """Names from the Atom authors, else the RSS `dc:creator` line ("A, B, C")."""
+    names = [collapse(author.get("name", "")) for author in entry.get("authors", [])]
+    if len(names) == 1 and "," in names[0]:  # RSS: one creator line holding every name
+        names = [collapse(name) for name in names[0].split(",")]
+    return tuple(name for name in names if name)
+
+
+def _categories(entry: Any) -> tuple[str, ...]:
+    """arXiv tags, the primary one first when the feed says which it is."""
+    primary = entry.get("arxiv_primary_category", {}).get("term")
+    tags = [primary] if primary else []
+    tags += [tag.get("term") for tag in entry.get("tags", [])]
+    return tuple(dict.fromkeys(t for t in tags if isinstance(t, str) and CATEGORY.fullmatch(t)))
+
+
+def _date(parsed: Any) -> date | None:
+    """A date from feedparser's struct_time, else None."""
+    return date(parsed.tm_year, parsed.tm_mon, parsed.tm_mday) if parsed else None
+

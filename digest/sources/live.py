@@ -1,0 +1,115 @@
+"""Live sources (`[[sources]]` in digest.toml): what each kind fetches and how its body is parsed."""
+
+from __future__ import annotations
+
+import glob
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from urllib.parse import quote
+
+from digest.fetch import Fetched, Fetcher, Validators
+from digest.models import ParseResult, RecordError
+from digest.sources import ARXIV_FEED, HF_API_JSON, HF_PAGE_HTML, PARSERS, SourceError, iter_paths, parse_file
+
+HF_DAILY = "hf_daily"
+HF_PAGE = "hf_page"
+ARXIV = "arxiv"
+FILE = "file"
+KINDS = (HF_DAILY, HF_PAGE, ARXIV, FILE)
+
+DEFAULT_URLS = {
+    HF_DAILY: "https://huggingface.co/api/daily_papers?date={date}",
+    HF_PAGE: "https://huggingface.co/papers/date/{date}",
+}
+ARXIV_LISTING = "https://rss.arxiv.org/atom/{}"
+ARXIV_QUERY = ("https://export.arxiv.org/api/query?search_query={}"
+               "&sortBy=submittedDate&sortOrder=descending&max_results=200")
+_FORMATS = {HF_DAILY: HF_API_JSON, HF_PAGE: HF_PAGE_HTML, ARXIV: ARXIV_FEED}
+_ACCEPT = {
+    HF_DAILY: ("application/json",),
+    HF_PAGE: ("text/html", "application/xhtml+xml"),
+    ARXIV: ("application/atom+xml", "application/rss+xml", "application/xml", "text/xml"),
+}
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """One configured source. `url` may hold `{date}`, filled with the day being fetched."""
+
+    kind: str
+    name: str = ""
+    url: str = ""
+    path: str = ""  # for `file`: a path or a glob, relative to the config file's folder
+    categories: tuple[str, ...] = ()
+    query: str = ""
+
+    @property
+    def label(self) -> str:
+        """How reports and `digest status` name this source."""
+        return self.name or f"{self.kind}:{self.path or self.url or '+'.join(self.categories) or self.query}"
+
+    def url_for(self, day: date) -> str:
+        """The URL to fetch for `day`."""
+        if self.url:
+            return self.url.replace("{date}", day.isoformat())
+        if self.kind in DEFAULT_URLS:
+            return DEFAULT_URLS[self.kind].format(date=day.isoformat())
+        if self.categories:
+            return ARXIV_LISTING.format("+".join(self.categories))
+        return ARXIV_QUERY.format(quote(self.query))
+
+    def problem(self) -> str | None:
+        """What is missing or contradictory in this entry, or None when it can run."""
+        if self.kind == FILE:
+            return None if self.path else "a `file` source needs `path`"
+        if self.path:
+            return f"`path` is only for `file` sources, not {self.kind!r}"
+        if self.kind == ARXIV and sum(map(bool, (self.url, self.categories, self.query))) != 1:
+            return "an `arxiv` source needs exactly one of `url`, `categories` or `query`"
+        if self.kind != ARXIV and (self.categories or self.query):
+            return f"`categories` and `query` are only for `arxiv` sources, not {self.kind!r}"
+        return None
+
+
+@dataclass(frozen=True)
+class SourceResult:
+    """What one source gave on one run."""
+
+    spec: SourceSpec
+    parsed: ParseResult
+    fetched: Fetched | None = None  # None for files
+
+    @property
+    def not_modified(self) -> bool:
+        return self.fetched is not None and self.fetched.not_modified
+
+
+def read_source(spec: SourceSpec, day: date, fetcher: Fetcher, have: Validators) -> SourceResult:
+    """Fetch (or read) one source and parse it; FetchError or SourceError when the whole source fails."""
+    if spec.kind == FILE:
+        return _read_files(spec, day)
+    fetched = fetcher.get(spec.url_for(day), accept=_ACCEPT[spec.kind], have=have)
+    if fetched.not_modified:
+        return SourceResult(spec, ParseResult(()), fetched)
+    text = fetched.body.decode("utf-8", errors="replace")
+    return SourceResult(spec, PARSERS[_FORMATS[spec.kind]](text, spec.label, seen_on=day), fetched)
+
+
+def _read_files(spec: SourceSpec, day: date) -> SourceResult:
+    if glob.has_magic(spec.path):
+        paths = sorted(Path(p) for p in glob.glob(spec.path))
+    else:
+        paths = iter_paths([Path(spec.path)])
+    if not paths:
+        raise SourceError(spec.label, f"no files match {spec.path}")
+    papers, errors = [], []
+    for path in paths:
+        try:
+            result = parse_file(path, seen_on=day)
+        except SourceError as exc:
+            errors.append(RecordError(str(path), None, exc.reason))
+            continue
+        papers.extend(result.papers)
+        errors.extend(result.errors)
+    return SourceResult(spec, ParseResult(tuple(papers), tuple(errors)))
