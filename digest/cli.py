@@ -4,24 +4,31 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
-from datetime import date
+from datetime import UTC, date, datetime
 from pathlib import Path
 
+from . import jobs
 from .config import Config, load_config
 from .errors import DigestError, UsageError
-from .pipeline import App
+from .logs import setup_logging
+from .pipeline import App, IngestReport, SendReport
+from .status import delivery_lines, render_status
 from .subscribers import load_subscribers
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def _date(text: str) -> date:
+    if text == "today":
+        return date.today()
     try:
         return date.fromisoformat(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a date like 2026-06-12") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date like 2026-06-12 (or 'today')") from None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -29,6 +36,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", type=Path, help="settings file (default: $DIGEST_CONFIG or ./digest.toml)")
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
     parser.add_argument("-v", "--verbose", action="store_true", help="log each skipped digest and why")
+    parser.add_argument("--log-format", choices=("text", "json"), default="text",
+                        help="logs on stderr as readable text (default) or JSON lines")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     ingest = commands.add_parser("ingest", help="read papers from files into the store")
@@ -43,11 +52,23 @@ def _parser() -> argparse.ArgumentParser:
     preview.add_argument("--date", type=_date, default=None, help="digest date (default: today)")
     preview.add_argument("--out", type=Path, default=Path("preview"), help="folder (default: ./preview)")
 
-    for name, text in (("send", "deliver the due digests"), ("run", "ingest the configured sources, then send")):
-        cmd = commands.add_parser(name, help=text)
-        cmd.add_argument("--date", type=_date, default=None, help="digest date (default: today)")
-        cmd.add_argument("--dry-run", action="store_true", help="compose everything, send nothing")
-        cmd.add_argument("--subscriber", metavar="EMAIL", help="only this subscriber")
+    send = commands.add_parser("send", help="deliver the digests of a date")
+    send.add_argument("--date", type=_date, default=None, help="digest date (default: today)")
+    send.add_argument("--dry-run", action="store_true", help="compose everything, send nothing")
+    send.add_argument("--subscriber", metavar="EMAIL", help="only this subscriber")
+
+    run = commands.add_parser("run", help="fetch the sources, then send every digest due now (for cron)")
+    run.add_argument("--date", type=_date, default=None,
+                     help="send every digest of this date instead of those due now")
+    run.add_argument("--dry-run", action="store_true", help="fetch, compose, send nothing")
+
+    fetch = commands.add_parser("fetch", help="fetch the configured sources into the store")
+    fetch.add_argument("--date", type=_date, default=None, help="the day to fetch (default: today)")
+
+    commands.add_parser("schedule", help="run as a daemon: fetch on fetch_cron, send at each subscriber's time")
+
+    status = commands.add_parser("status", help="recent runs, sources, deliveries of a date, next sends")
+    status.add_argument("--date", type=_date, default=None, help="deliveries of this date (default: today, UTC)")
     return parser
 
 
@@ -100,11 +121,13 @@ def cmd_send(config: Config, args: argparse.Namespace) -> int:
     app = App(config)
     day = args.date or date.today()
     try:
-        if args.command == "run":
-            _print_ingest(app, config.ingest.paths, day)
         report = app.send(day, dry_run=args.dry_run, only=args.subscriber)
     finally:
         app.close()
+    return _print_send(report)
+
+
+def _print_send(report: SendReport) -> int:
     for outcome in report.outcomes:
         if outcome.status == "dry-run":
             print(f"would send {outcome.subscriber}: {outcome.reason}")
@@ -114,16 +137,88 @@ def cmd_send(config: Config, args: argparse.Namespace) -> int:
     return EXIT_FAILED if report.count("failed") else EXIT_OK
 
 
+def cmd_fetch(config: Config, args: argparse.Namespace) -> int:
+    app = App(config)
+    try:
+        report = jobs.fetch_job(app, args.date or date.today())
+    finally:
+        app.close()
+    if isinstance(report, IngestReport):
+        errors, failed = report.errors, False
+    else:
+        errors, failed = [e for o in report.outcomes for e in o.errors], bool(report.failed)
+        for outcome in report.outcomes:
+            print(outcome.line())
+    for error in errors:
+        print(f"error: {error}", file=sys.stderr)
+    print(report.summary())
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def cmd_run(config: Config, args: argparse.Namespace) -> int:
+    app = App(config)
+    try:
+        report = jobs.run_job(app, datetime.now(UTC), args.date, dry_run=args.dry_run)
+    finally:
+        app.close()
+    for send in report.sends:
+        for outcome in send.outcomes:
+            if outcome.status == "failed":
+                print(f"failed {outcome.subscriber} ({send.day}): {outcome.reason}", file=sys.stderr)
+    for line in report.lines():
+        print(line)
+    return EXIT_FAILED if report.failed else EXIT_OK
+
+
+def cmd_schedule(config: Config, args: argparse.Namespace) -> int:
+    app = App(config)
+    daemon = jobs.make_daemon(app)
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    try:
+        daemon.start()
+        slots = len(daemon.scheduler.get_jobs(jobstore="default"))
+        logging.getLogger("digest").warning("schedule: started (%s), %d send slots", daemon.owner, slots)
+        stop.wait()
+        logging.getLogger("digest").warning("schedule: stopping after the message in flight")
+    finally:
+        daemon.stop()
+        app.close()
+    return EXIT_OK
+
+
+def cmd_status(config: Config, args: argparse.Namespace) -> int:
+    app = App(config)
+    now = datetime.now(UTC)
+    day = args.date or now.date()
+    try:
+        roster = app.roster()
+        runs = app.store.recent_runs()
+        text = render_status(now=now, day=day, runs=runs, fetches=app.store.fetches(),
+                             lines=delivery_lines(roster.subscribers, day, app.store.deliveries_on(day),
+                                                  app.store.suppressed()),
+                             subscribers=roster.subscribers)
+    finally:
+        app.close()
+    print(text)
+    finished = [run for run in runs if run.status != "running"]
+    if finished and finished[0].status == "failed":  # monitoring can alert on the exit code
+        print(f"digest: the last run (#{finished[0].id} {finished[0].command}) failed", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
 COMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
     "ingest": cmd_ingest, "subscribers": cmd_subscribers, "preview": cmd_preview,
-    "send": cmd_send, "run": cmd_send,
+    "send": cmd_send, "run": cmd_run, "fetch": cmd_fetch, "schedule": cmd_schedule, "status": cmd_status,
 }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     level = logging.DEBUG if args.debug else logging.INFO if args.verbose else logging.WARNING
-    logging.basicConfig(level=level, format="digest: %(levelname)s: %(message)s", stream=sys.stderr)
+    setup_logging(level, args.log_format)
     try:
         return COMMANDS[args.command](load_config(args.config), args)
     except DigestError as exc:

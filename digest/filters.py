@@ -96,6 +96,9 @@ def intro(digest: Digest) -> str:
     """The sentence under the header that says what this digest holds."""
     if not digest.count:
         return "Nothing new matched your interests today."
+    if digest.quiet:
+        return (f"Nothing new matched your interests today, so here are the "
+                f"{counted(digest.count, 'top trending paper')}.")
     if digest.trending:
         return f"Today's {counted(digest.count, 'trending paper')}."
     return f"{counted(digest.count, 'new paper')} on {topics(digest, 5)}."

@@ -137,6 +137,7 @@ class Digest:
     date: date
     sections: tuple[Section, ...]
     trending: bool = False
+    quiet: bool = False  # nothing passed the floor; these are trending papers instead (quiet_days = "trending")
 
     @property
     def items(self) -> tuple[Item, ...]:

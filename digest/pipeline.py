@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import date
 from email.message import EmailMessage
 from pathlib import Path
@@ -17,6 +17,7 @@ from . import sources
 from .config import Config
 from .deliver import OutboxTransport, Outcome, Transport, deliver_one, safe_name, write_atomic
 from .errors import UsageError
+from .logs import progress
 from .mail import build_message
 from .models import Digest, Links, RecordError, Rendered, Subscriber
 from .render import Renderer
@@ -26,6 +27,7 @@ from .subscribers import Roster, is_delivery_day, load_subscribers
 from .tokens import Signer
 
 log = logging.getLogger("digest")
+QUIET_DAY_PAPERS = 3
 
 
 @dataclass
@@ -149,9 +151,17 @@ class App:
         if received is None:
             received = self.store.received_before(subscriber.email, day)
         digest = select_digest(pool, subscriber, day=day, received=received, settings=self.settings)
+        if not digest.count and subscriber.interests and self.config.delivery.quiet_days == "trending":
+            digest = self._quiet_day(pool, subscriber, day, received)
         rendered = self.renderer.render(digest, self.newsletter, self.links(subscriber))
         message = build_message(rendered, subscriber, self.newsletter, day, test=test)
         return Composed(digest, rendered, message)
+
+    def _quiet_day(self, pool: Pool, subscriber: Subscriber, day: date, received: set[int]) -> Digest:
+        """The short trending email for a subscriber with nothing new above the floor."""
+        reader = replace(subscriber, interests=(), max_papers=min(QUIET_DAY_PAPERS, subscriber.max_papers))
+        trending = select_digest(pool, reader, day=day, received=received, settings=self.settings)
+        return replace(trending, subscriber=subscriber, quiet=True)
 
     def chosen(self, roster: Roster, only: str | None) -> list[Subscriber]:
         if only is None:
@@ -181,15 +191,26 @@ class App:
             results.append((composed, files))
         return results
 
-    def send(self, day: date, *, dry_run: bool = False, only: str | None = None) -> SendReport:
-        """Deliver every due digest for `day`; each subscriber independent of the others."""
+    def send(self, day: date, *, dry_run: bool = False, only: str | None = None,
+             emails: Collection[str] | None = None, should_stop: Callable[[], bool] = lambda: False) -> SendReport:
+        """Deliver every due digest for `day` (of `emails` when given); each subscriber independent of the others.
+
+        `should_stop` is asked between digests: a daemon told to stop finishes the message in flight
+        and leaves the rest for its next run.
+        """
         roster = self.roster()
         report = SendReport(day, invalid_profiles=len(roster.invalid_files))
         pool = self.pool(day)
         suppressed = {email.lower(): reason for email, reason in self.store.suppressed().items()}
         received = self.store.received_by_subscriber(day)
         sent = {r.subscriber for r in self.store.deliveries_on(day) if r.status == "sent"}
-        for subscriber in self.chosen(roster, only):
+        chosen = self.chosen(roster, only)
+        if emails is not None:
+            wanted = {e.lower() for e in emails}
+            chosen = [s for s in chosen if s.email.lower() in wanted]
+        for subscriber in progress(chosen, len(chosen), f"sending {day}"):
+            if should_stop():
+                break
             try:
                 if subscriber.email in sent:
                     outcome = Outcome(subscriber.email, "skipped", "already sent")

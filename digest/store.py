@@ -90,6 +90,13 @@ runs = sa.Table(
     sa.Column("summary", sa.Text, nullable=False, default=""),
 )
 
+locks = sa.Table(
+    "locks", metadata,
+    sa.Column("name", sa.String, primary_key=True),
+    sa.Column("owner", sa.String, nullable=False),
+    sa.Column("heartbeat_at", sa.DateTime, nullable=False),
+)
+
 meta = sa.Table(
     "meta", metadata,
     sa.Column("key", sa.String, primary_key=True),
@@ -412,6 +419,43 @@ class Store:
         query = sa.select(runs).order_by(runs.c.id.desc()).limit(limit)
         with self.engine.connect() as conn:
             return [RunRecord(**r._mapping) for r in conn.execute(query)]
+
+    # -- the schedule lock -----------------------------------------------------------
+
+    def acquire_lock(self, name: str, owner: str, stale_after: float) -> bool:
+        """Take the named lock unless another owner's heartbeat is fresher than `stale_after` seconds."""
+        now = _now()
+        try:
+            with self.engine.begin() as conn:
+                row = conn.execute(sa.select(locks).where(locks.c.name == name)).first()
+                if row is None:
+                    conn.execute(locks.insert().values(name=name, owner=owner, heartbeat_at=now))
+                    return True
+                if row.owner != owner and (now - row.heartbeat_at).total_seconds() < stale_after:
+                    return False
+                conn.execute(locks.update().where(locks.c.name == name).values(owner=owner, heartbeat_at=now))
+                return True
+        except sa.exc.IntegrityError:  # another process inserted the row between our read and write
+            return False
+
+    def heartbeat(self, name: str, owner: str) -> bool:
+        """Refresh the lock; False when it is no longer ours."""
+        with self.engine.begin() as conn:
+            result = conn.execute(locks.update().where((locks.c.name == name) & (locks.c.owner == owner))
+                                  .values(heartbeat_at=_now()))
+            return bool(result.rowcount)
+
+    def release_lock(self, name: str, owner: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(locks.delete().where((locks.c.name == name) & (locks.c.owner == owner)))
+
+    def lock_holder(self, name: str) -> str:
+        """Who holds the lock and how long ago they were last heard from."""
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(locks).where(locks.c.name == name)).first()
+        if row is None:
+            return "nobody"
+        return f"{row.owner}, last heartbeat {(_now() - row.heartbeat_at).total_seconds():.0f} s ago"
 
     def secret(self) -> str:
         """The link-signing key kept in the database, made on first use."""

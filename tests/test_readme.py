@@ -17,7 +17,7 @@ def test_readme_starts_with_run_and_test_commands():
     """The first two code blocks are one-line commands: the sample run, then the tests."""
     first, second = readme_commands()[:2]
     assert "\n" not in first and "\n" not in second
-    assert first.endswith("digest run")
+    assert first.endswith("digest run --date today")
     assert "pytest" in second
 
 

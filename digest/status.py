@@ -1,0 +1,72 @@
+"""`digest status`: what ran, what each source gave, where each digest of a date stands, what comes next."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+
+from .models import Subscriber
+from .schedule import next_sends
+from .store import DeliveryRecord, FetchRecord, RunRecord
+from .subscribers import is_delivery_day
+
+
+@dataclass(frozen=True)
+class DeliveryLine:
+    """Where one subscriber's digest of the date stands."""
+
+    email: str
+    state: str  # sent | pending | failed | suppressed | waiting | not due
+    detail: str = ""
+
+
+def delivery_lines(subscribers: Sequence[Subscriber], day: date, records: Sequence[DeliveryRecord],
+                   suppressed: dict[str, str]) -> list[DeliveryLine]:
+    """One line per valid subscriber, plus any send-log row of an address no longer in the profiles."""
+    by_email = {r.subscriber.lower(): r for r in records}
+    lines = []
+    for sub in subscribers:
+        record = by_email.pop(sub.email.lower(), None)
+        if record is not None:
+            lines.append(DeliveryLine(sub.email, record.status, record.detail))
+        elif sub.email.lower() in suppressed:
+            lines.append(DeliveryLine(sub.email, "suppressed", suppressed[sub.email.lower()]))
+        elif not is_delivery_day(sub.frequency, day):
+            lines.append(DeliveryLine(sub.email, "not due", f"frequency {sub.frequency}"))
+        else:
+            lines.append(DeliveryLine(sub.email, "waiting", f"at {sub.send_at:%H:%M} {sub.timezone}"))
+    lines += [DeliveryLine(r.subscriber, r.status, r.detail or "profile removed") for r in by_email.values()]
+    return lines
+
+
+def render_status(*, now: datetime, day: date, runs: Sequence[RunRecord], fetches: Sequence[FetchRecord],
+                  lines: Sequence[DeliveryLine], subscribers: Sequence[Subscriber]) -> str:
+    """The whole report as text, section by section."""
+    out = ["Recent runs:"]
+    out += [_run(r) for r in runs] or ["  (none yet)"]
+    out += ["", "Sources (last fetch):"]
+    out += [_fetch(f) for f in fetches] or ["  (none fetched yet)"]
+    counts = Counter(line.state for line in lines)
+    summary = ", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "no subscribers"
+    out += ["", f"Deliveries for {day}: {summary}"]
+    out += [f"  {line.state:<10} {line.email}" + (f"  ({line.detail})" if line.detail else "") for line in lines]
+    out += ["", "Next scheduled sends:"]
+    upcoming = next_sends(subscribers, now)
+    out += [f"  {when:%Y-%m-%d %H:%M %Z}  {slot.frequency:<10} {n} subscriber{'s' * (n != 1)}"
+            for when, slot, n in upcoming] or ["  (no subscribers)"]
+    return "\n".join(out)
+
+
+def _run(run: RunRecord) -> str:
+    end = f"{run.finished_at:%H:%M:%S}" if run.finished_at else "…"
+    started = f"{run.started_at:%Y-%m-%d %H:%M:%S}"
+    return f"  #{run.id:<4} {run.command:<9} {started} → {end} UTC  {run.status:<8} {run.summary}"
+
+
+def _fetch(record: FetchRecord) -> str:
+    tail = record.detail if record.result == "failed" else f"{record.papers} papers, {record.errors} errors"
+    since = f", last good {record.last_ok_at:%Y-%m-%d %H:%M}" if record.result == "failed" and record.last_ok_at \
+        else ""
+    return f"  {record.source:<24} {record.fetched_at:%Y-%m-%d %H:%M} UTC  {record.result:<12} {tail}{since}"
