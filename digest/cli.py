@@ -67,6 +67,11 @@ def _parser() -> argparse.ArgumentParser:
 
     commands.add_parser("schedule", help="run as a daemon: fetch on fetch_cron, send at each subscriber's time")
 
+    serve = commands.add_parser("serve", help="the web endpoints (unsubscribe, preferences, feedback) and "
+                                              "the operator's preview pages")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8025, help="port (default: 8025)")
+
     status = commands.add_parser("status", help="recent runs, sources, deliveries of a date, next sends")
     status.add_argument("--date", type=_date, default=None, help="deliveries of this date (default: today, UTC)")
     return parser
@@ -188,6 +193,18 @@ def cmd_schedule(config: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_serve(config: Config, args: argparse.Namespace) -> int:
+    from .web import serve  # Flask and waitress load only for this command
+
+    app = App(config)
+    try:
+        print(f"serving on http://{args.host}:{args.port}/ (operator pages at /admin/); Ctrl-C stops")
+        serve(app, args.host, args.port, password_env=config.web.operator_password_env)
+    finally:
+        app.close()
+    return EXIT_OK
+
+
 def cmd_status(config: Config, args: argparse.Namespace) -> int:
     app = App(config)
     now = datetime.now(UTC)
@@ -212,6 +229,7 @@ def cmd_status(config: Config, args: argparse.Namespace) -> int:
 COMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
     "ingest": cmd_ingest, "subscribers": cmd_subscribers, "preview": cmd_preview,
     "send": cmd_send, "run": cmd_run, "fetch": cmd_fetch, "schedule": cmd_schedule, "status": cmd_status,
+    "serve": cmd_serve,
 }
 
 

@@ -75,6 +75,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("delivery", "quiet_days", str, "skip",
             "When nothing new passes a subscriber's relevance floor: skip the digest, or send the top "
             "trending papers.", choices=("skip", "trending")),
+    Setting("web", "operator_password_env", str, "DIGEST_OPERATOR_PASSWORD",
+            "Environment variable holding the operator pages' password (HTTP basic); required off loopback."),
     Setting("fetch", "timeout", (int, float), 30.0,
             "Seconds to wait on a source's server in one attempt before giving up on that attempt."),
     Setting("fetch", "retries", int, 3, "Extra attempts after a 429, a 5xx, a timeout or a broken connection."),

@@ -19,6 +19,7 @@ from jinja2 import BaseLoader, Environment, TemplateNotFound
 from .errors import RenderError
 
 HTML_SUFFIXES = (".html", ".htm", ".html.j2", ".htm.j2")
+WEB_PAGES = ("web/", "builtin/web/")  # pages for browsers, not emails: their <style> stays a stylesheet
 _PREMAILER_OPTIONS: dict[str, Any] = {
     "disable_validation": True,
     # Inline styles beat <style> rules, so the kept @media rules need their !important.
@@ -165,7 +166,7 @@ class InliningLoader(BaseLoader):
 
     def get_source(self, environment: Environment, template: str) -> tuple[str, str | None, Callable[[], bool]]:
         source, filename, uptodate = self._source(environment, template)
-        if not (self.inline and is_html_template(template)):
+        if not (self.inline and is_html_template(template)) or template.startswith(WEB_PAGES):
             return source, filename, uptodate
         parent = _EXTENDS.search(source)
         if parent:

@@ -155,6 +155,7 @@ class Links:
     unsubscribe: str
     preferences: str
     unsubscribe_mailto: str | None = None
+    feedback: str = ""  # + "/<paper id>/more" or "/less"
 
 
 @dataclass(frozen=True)

@@ -130,16 +130,26 @@ class App:
         roster = load_subscribers(Path(self.config.subscribers.dir))
         for problem in roster.problems:
             log.warning("skipping profile: %s", problem)
-        return roster
+        chosen = {e: p.frequency for e, p in self.store.preferences().items() if p.frequency}
+        if not chosen:
+            return roster
+        # A frequency chosen on the preferences page wins over the profile's (which stays untouched).
+        return replace(roster, subscribers=tuple(
+            replace(s, frequency=chosen.get(s.email.lower(), s.frequency)) for s in roster.subscribers))
 
     def pool(self, day: date) -> Pool:
         return Pool(self.store.candidates(day, self.config.select.window_days))
 
     def links(self, subscriber: Subscriber) -> Links:
-        base = self.newsletter.base_url
-        return Links(unsubscribe=f"{base}/unsubscribe/{self.signer.make('unsubscribe', subscriber.email)}",
-                     preferences=f"{base}/preferences/{self.signer.make('preferences', subscriber.email)}",
-                     unsubscribe_mailto=self.newsletter.unsubscribe_mailto or None)
+        return self.links_for(subscriber.email)
+
+    def links_for(self, email: str) -> Links:
+        """The signed URLs of one subscriber's emails: unsubscribe, preferences, feedback."""
+        base, sign = self.newsletter.base_url, self.signer.make
+        return Links(unsubscribe=f"{base}/unsubscribe/{sign('unsubscribe', email)}",
+                     preferences=f"{base}/preferences/{sign('preferences', email)}",
+                     unsubscribe_mailto=self.newsletter.unsubscribe_mailto or None,
+                     feedback=f"{base}/feedback/{sign('feedback', email)}")
 
     def compose(self, subscriber: Subscriber, day: date, pool: Pool, *, received: set[int] | None = None,
                 test: bool = False) -> Composed:
@@ -201,7 +211,9 @@ class App:
         roster = self.roster()
         report = SendReport(day, invalid_profiles=len(roster.invalid_files))
         pool = self.pool(day)
-        suppressed = {email.lower(): reason for email, reason in self.store.suppressed().items()}
+        suppressed = {email.lower(): f"suppressed ({reason})" for email, reason in self.store.suppressed().items()}
+        suppressed.update({email: f"paused until {p.paused_until}" for email, p in self.store.preferences().items()
+                           if p.paused_until and p.paused_until >= day and email not in suppressed})
         received = self.store.received_by_subscriber(day)
         sent = {r.subscriber for r in self.store.deliveries_on(day) if r.status == "sent"}
         chosen = self.chosen(roster, only)
@@ -229,7 +241,7 @@ class App:
                   received: set[int], dry_run: bool) -> Outcome:
         email = subscriber.email
         if email.lower() in suppressed:
-            return Outcome(email, "skipped", f"suppressed ({suppressed[email.lower()]})")
+            return Outcome(email, "skipped", suppressed[email.lower()])
         if not is_delivery_day(subscriber.frequency, day):
             return Outcome(email, "skipped", f"not a delivery day for frequency {subscriber.frequency}")
         composed = self.compose(subscriber, day, pool, received=received)

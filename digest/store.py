@@ -90,6 +90,14 @@ runs = sa.Table(
     sa.Column("summary", sa.Text, nullable=False, default=""),
 )
 
+preferences = sa.Table(
+    "preferences", metadata,
+    sa.Column("email", sa.String, primary_key=True),  # lower-case
+    sa.Column("frequency", sa.String),  # overrides the profile's when set
+    sa.Column("paused_until", sa.Date),  # no digest dated on or before this day
+    sa.Column("updated_at", sa.DateTime, nullable=False),
+)
+
 locks = sa.Table(
     "locks", metadata,
     sa.Column("name", sa.String, primary_key=True),
@@ -177,6 +185,15 @@ class FetchRecord:
     etag: str | None = None
     last_modified: str | None = None
     last_ok_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Preference:
+    """What a subscriber changed on the preferences page (the profile file is never touched)."""
+
+    email: str
+    frequency: str | None = None
+    paused_until: date | None = None
 
 
 @dataclass(frozen=True)
@@ -380,6 +397,45 @@ class Store:
         """Suppressed addresses (unsubscribed, bounced) with the reason."""
         with self.engine.connect() as conn:
             return {r.email: r.reason for r in conn.execute(sa.select(suppressions))}
+
+    def unsuppress(self, email: str, reason: str) -> bool:
+        """Lift a suppression made for `reason` (a resubscribe never lifts a bounce); True if one was."""
+        with self.engine.begin() as conn:
+            result = conn.execute(suppressions.delete().where(
+                (sa.func.lower(suppressions.c.email) == email.lower()) & (suppressions.c.reason == reason)))
+            return bool(result.rowcount)
+
+    def paper(self, paper_id: int) -> Paper | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(papers).where(papers.c.id == paper_id)).first()
+        return _from_row(row) if row else None
+
+    # -- preferences -------------------------------------------------------------------
+
+    def preference(self, email: str) -> Preference | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(preferences).where(preferences.c.email == email.lower())).first()
+        return Preference(row.email, row.frequency, row.paused_until) if row else None
+
+    def preferences(self) -> dict[str, Preference]:
+        """Every subscriber's preferences, by lower-case address."""
+        with self.engine.connect() as conn:
+            return {r.email: Preference(r.email, r.frequency, r.paused_until)
+                    for r in conn.execute(sa.select(preferences))}
+
+    _UNSET: Any = object()
+
+    def set_preference(self, email: str, *, frequency: Any = _UNSET, paused_until: Any = _UNSET) -> None:
+        """Change the given fields of a subscriber's preferences (None clears one)."""
+        changes = {k: v for k, v in (("frequency", frequency), ("paused_until", paused_until))
+                   if v is not Store._UNSET}
+        key = email.lower()
+        with self.engine.begin() as conn:
+            if conn.execute(sa.select(preferences.c.email).where(preferences.c.email == key)).first():
+                conn.execute(preferences.update().where(preferences.c.email == key).values(
+                    updated_at=_now(), **changes))
+            else:
+                conn.execute(preferences.insert().values(email=key, updated_at=_now(), **changes))
 
     # -- fetches and runs ---------------------------------------------------------
 

@@ -15,7 +15,8 @@ from digest.render import Renderer, RenderError
 
 DAY = date(2026, 6, 12)
 NEWS = Newsletter(name="Kernel Weekly", postal_address="1 Test Road, Testville")
-LINKS = Links("https://digest.example.org/unsubscribe/TOK", "https://digest.example.org/preferences/TOK")
+LINKS = Links("https://digest.example.org/unsubscribe/TOK", "https://digest.example.org/preferences/TOK",
+              feedback="https://digest.example.org/feedback/eyJlIjoiYWRhQGV4YW1wbGUub3JnIn0.DXCqa6ECoRyqoVQ8R8xfv1Uq5xo")
 SUB = Subscriber(email="ada@example.org", name="Ada", interests=(Interest("GPU kernels", ("CUDA",)),))
 LONG = ("We study fused attention kernels on modern accelerators and show large speedups across many "
         "models and sequence lengths, with careful ablations and open code. ") * 6
@@ -157,3 +158,15 @@ def test_missing_override_folder_is_an_error(tmp_path: Path):
     """A configured override folder that does not exist is reported, not silently ignored."""
     with pytest.raises(RenderError, match="template folder not found"):
         Renderer([tmp_path / "missing"])
+
+
+def test_every_paper_has_more_and_less_like_this_links(renderer):
+    """Each paper offers 'more like this' and 'less like this' links naming it, in the HTML and the text."""
+    papers = [paper(n) for n in (3, 7)]
+    out = renderer.render(digest_of(*papers), NEWS, LINKS)
+    soup = BeautifulSoup(out.html, "html.parser")
+    for p in papers:
+        for direction, label in (("more", "More like this"), ("less", "Less like this")):
+            url = f"{LINKS.feedback}/{p.store_id}/{direction}"
+            assert soup.find("a", href=url).get_text() == label
+            assert f"{label}: {url}" in out.text

@@ -1,0 +1,109 @@
+"""What a person sees, in headless Chromium (Debian's package, driven by Playwright): the digest at desktop
+and phone widths, in dark mode, the operator pages, and the unsubscribe page. Screenshots land in
+tests/artifacts/ for a person to look at.
+
+Without Chromium these tests are skipped, unless DIGEST_REQUIRE_BROWSER=1 (CI sets it) makes that a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from digest.pipeline import App
+
+from .conftest import DAY, SEEDS
+from .web_server import Server
+
+CHROMIUM = os.environ.get("DIGEST_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+# Headless Chromium on a closed network: no background traffic, no sandbox (CI runs as root).
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync"]
+ADA = "ada@example.org"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("DIGEST_REQUIRE_BROWSER"):
+            pytest.fail(f"Chromium not found at {CHROMIUM} (install Debian's chromium package)")
+        pytest.skip(f"Chromium not found at {CHROMIUM}")
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def web(make_config, subscribers_dir, monkeypatch) -> Iterator[Server]:
+    monkeypatch.setenv("DIGEST_SECRET", "browser-test-secret")
+    app = App(make_config(subscribers={"dir": str(subscribers_dir)}))
+    app.ingest([SEEDS], seen_on=DAY)
+    server = Server(app)
+    yield server
+    server.close()
+    app.close()
+
+
+def digest_url(web: Server, email: str = ADA) -> str:
+    return f"{web.base}/admin/preview.html?subscriber={email}&date={DAY.isoformat()}"
+
+
+@pytest.mark.parametrize(("width", "scheme"), [(600, "light"), (375, "light"), (375, "dark")])
+def test_digest_reads_at_desktop_and_phone_widths(browser, web, width, scheme):
+    """At 600 and 375 px: no sideways scrolling, every title visible inside the page, the unsubscribe link there."""
+    page = browser.new_page(viewport={"width": width, "height": 900}, color_scheme=scheme)
+    page.goto(digest_url(web))
+    composed = web.app.compose(web.app.roster().find(ADA), DAY, web.app.pool(DAY))
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    for item in composed.digest.items:
+        title = page.get_by_role("link", name=item.paper.title, exact=True)
+        assert title.is_visible()
+        box = title.bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= width
+    unsubscribe = page.get_by_role("link", name="Unsubscribe", exact=True)
+    assert unsubscribe.is_visible() and unsubscribe.get_attribute("href") == composed.rendered.links.unsubscribe
+    background = page.evaluate("getComputedStyle(document.querySelector('table.wrap')).backgroundColor")
+    assert (background == "rgb(255, 255, 255)") is (scheme == "light")  # dark mode repaints the card
+    page.screenshot(path=ARTIFACTS / f"digest-{width}-{scheme}.png", full_page=True)
+    page.close()
+
+
+def test_operator_pages_show_subscribers_and_the_preview(browser, web):
+    """The operator's index lists every subscriber; the preview shows subject, both frames and the text."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{web.base}/admin/?date={DAY.isoformat()}")
+    for profile in web.app.roster().subscribers:
+        assert page.locator("td", has_text=profile.email).first.is_visible()
+    page.screenshot(path=ARTIFACTS / "operator-index.png", full_page=True)
+    page.get_by_role("link", name="preview").first.click()
+    page.wait_for_load_state()
+    subject = page.locator("#subject").inner_text()
+    assert subject.startswith("Paper Digest — 12 Jun:")
+    frames = [f for f in page.frames if "preview.html" in f.url]
+    assert len(frames) == 2 and all(f.locator("table.wrap").count() == 1 for f in frames)
+    assert page.locator("iframe.phone").bounding_box()["width"] == 375
+    page.screenshot(path=ARTIFACTS / "operator-preview.png", full_page=True)
+    page.close()
+
+
+def test_unsubscribe_by_button_in_a_browser(browser, web):
+    """Following the link shows a button; clicking it unsubscribes and offers to resubscribe."""
+    page = browser.new_page(viewport={"width": 375, "height": 800})
+    page.goto(web.base + web.path(web.app.links_for(ADA).unsubscribe))
+    assert web.app.store.suppressed() == {}
+    page.get_by_role("button", name="Unsubscribe").click()
+    page.wait_for_load_state()
+    assert page.get_by_role("heading").inner_text() == "You are unsubscribed"
+    assert page.get_by_role("button", name="Resubscribe").is_visible()
+    assert web.app.store.suppressed() == {ADA: "unsubscribed"}
+    page.screenshot(path=ARTIFACTS / "unsubscribed-375.png", full_page=True)
+    page.close()

@@ -1,0 +1,156 @@
+"""The web endpoints over real HTTP (waitress on a free port of 127.0.0.1), as mailbox providers and people use them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import date, timedelta
+from pathlib import Path
+
+import pytest
+from itsdangerous import URLSafeSerializer
+
+from digest.errors import UsageError
+from digest.pipeline import App
+from digest.web import serve
+
+from .conftest import DAY, SEEDS
+from .web_server import Server
+
+ADA = "ada@example.org"
+
+
+@pytest.fixture
+def app(make_config, subscribers_dir, monkeypatch) -> Iterator[App]:
+    monkeypatch.setenv("DIGEST_SECRET", "web-test-secret")
+    application = App(make_config(subscribers={"dir": str(subscribers_dir)}))
+    application.ingest([SEEDS], seen_on=DAY)
+    yield application
+    application.close()
+
+
+@pytest.fixture
+def web(app) -> Iterator[Server]:
+    server = Server(app)
+    yield server
+    server.close()
+
+
+def outcome(app: App, email: str, day: date = DAY):
+    return next(o for o in app.send(day, emails=[email]).outcomes if o.subscriber == email)
+
+
+def test_rfc8058_one_click_post_unsubscribes_at_once(web, app):
+    """The provider's POST (form body List-Unsubscribe=One-Click, no cookie) unsubscribes; the next send skips Ada."""
+    url = web.path(app.links_for(ADA).unsubscribe)
+    response = web.client.post(url, content=b"List-Unsubscribe=One-Click",
+                               headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert response.status_code == 200 and "You are unsubscribed" in response.text
+    assert app.store.suppressed() == {ADA: "unsubscribed"}
+    skipped = outcome(app, ADA)
+    assert skipped.status == "skipped" and "unsubscribed" in skipped.reason
+    assert not (app.config.delivery.outbox / DAY.isoformat() / f"{ADA}.eml").exists()
+
+
+def test_get_shows_a_confirm_button_and_unsubscribes_nobody(web, app):
+    """A GET (a person, or a link scanner) gets a page with a POST button; nothing changes."""
+    url = web.path(app.links_for(ADA).unsubscribe)
+    response = web.client.get(url)
+    assert response.status_code == 200
+    assert f'<form method="post" action="{url}">' in response.text and "<button" in response.text
+    assert app.store.suppressed() == {}
+    assert outcome(app, ADA).status == "sent"
+
+
+@pytest.mark.parametrize("tamper", ["forged", "altered", "truncated", "other action", "other key"])
+def test_bad_tokens_get_400_and_change_nothing(web, app, tamper):
+    """Forged, altered, truncated, wrong-action and wrong-key tokens are refused with a 400 page."""
+    good = app.links_for(ADA).unsubscribe.rsplit("/", 1)[1]
+    payload, signature = good.split(".")
+    token = {
+        "forged": "eyJlIjoiYWRhQGV4YW1wbGUub3JnIn0.AAAAAAAAAAAAAAAAAAAAAAAAAAA",
+        # Grace's address with Ada's signature: a subscriber cannot be swapped for another.
+        "altered": URLSafeSerializer("x").dump_payload({"e": "grace@example.org"}).decode() + "." + signature,
+        "truncated": good[:-4],
+        "other action": app.links_for(ADA).preferences.rsplit("/", 1)[1],
+        "other key": URLSafeSerializer("another-secret", salt="paper-digest.unsubscribe").dumps({"e": ADA}),
+    }[tamper]
+    response = web.client.post(f"/unsubscribe/{token}", content=b"List-Unsubscribe=One-Click",
+                               headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert response.status_code == 400 and "This link is not valid" in response.text
+    assert app.store.suppressed() == {}
+
+
+def test_resubscribe_after_unsubscribing(web, app):
+    """The page after unsubscribing offers to resubscribe; doing so makes the next send deliver again."""
+    web.client.post(web.path(app.links_for(ADA).unsubscribe), data={"List-Unsubscribe": "One-Click"})
+    response = web.client.post(web.path(app.links_for(ADA).preferences), data={"do": "resubscribe"})
+    assert "subscribed again" in response.text and app.store.suppressed() == {}
+    assert outcome(app, ADA).status == "sent"
+
+
+def test_pause_and_frequency_take_effect_on_the_next_send(web, app):
+    """Pausing for a week skips sends until then; choosing weekly:mon mails Ada on Mondays only."""
+    prefs = web.path(app.links_for(ADA).preferences)
+    profile = Path(app.roster().find(ADA).path).read_text()
+    assert "Take a break" in web.client.get(prefs).text
+    assert "Paused until" in web.client.post(prefs, data={"do": "pause", "days": "7"}).text
+    paused = outcome(app, ADA, date.today())
+    assert paused.status == "skipped" and paused.reason == f"paused until {date.today() + timedelta(days=7)}"
+    web.client.post(prefs, data={"do": "resume"})
+    assert "Saved: once a week, on monday" in web.client.post(
+        prefs, data={"do": "frequency", "frequency": "weekly:mon"}).text
+    friday, monday = date(2026, 6, 12), date(2026, 6, 15)
+    assert "not a delivery day" in outcome(app, ADA, friday).reason
+    assert outcome(app, ADA, monday).status == "sent"
+    assert Path(app.roster().find(ADA).path).read_text() == profile  # state lives in the database
+
+
+def test_responses_carry_security_headers(web, app):
+    """Pages forbid framing, sniffing and referrers (their URLs hold tokens) and set a strict CSP."""
+    headers = web.client.get(web.path(app.links_for(ADA).unsubscribe)).headers
+    assert headers["X-Frame-Options"] == "DENY" and headers["X-Content-Type-Options"] == "nosniff"
+    assert headers["Referrer-Policy"] == "no-referrer" and "default-src 'none'" in headers["Content-Security-Policy"]
+    assert headers["Cache-Control"] == "no-store"
+
+
+def test_operator_pages_on_loopback_and_not_through_a_proxy(web, app):
+    """On loopback the operator pages open; a proxied request (X-Forwarded-For) is refused."""
+    index = web.client.get("/admin/")
+    assert index.status_code == 200 and ADA in index.text and "preview" in index.text
+    assert web.client.get("/admin/", headers={"X-Forwarded-For": "203.0.113.9"}).status_code == 403
+
+
+def test_operator_password_is_required_when_set(app):
+    """With a password, /admin answers 401 without it and 200 with it; public links still work."""
+    server = Server(app, operator_password="s3cret")
+    try:
+        assert server.client.get("/admin/").status_code == 401
+        assert server.client.get("/admin/", auth=("operator", "wrong")).status_code == 401
+        assert server.client.get("/admin/", auth=("operator", "s3cret")).status_code == 200
+        assert server.client.get(server.path(app.links_for(ADA).unsubscribe)).status_code == 200
+    finally:
+        server.close()
+
+
+def test_serving_beyond_loopback_needs_a_password(app, monkeypatch):
+    """Binding to 0.0.0.0 without the operator password is refused before anything listens."""
+    monkeypatch.delenv("DIGEST_OPERATOR_PASSWORD", raising=False)
+    with pytest.raises(UsageError, match="would expose the operator pages"):
+        serve(app, "0.0.0.0", 0, password_env="DIGEST_OPERATOR_PASSWORD")
+
+
+def test_preview_shows_the_digest_as_it_will_be_sent(web, app):
+    """The preview page shows the subject and preheader, and its frame serves the exact HTML part."""
+    composed = app.compose(app.roster().find(ADA), DAY, app.pool(DAY))
+    page = web.client.get("/admin/preview", params={"subscriber": ADA, "date": DAY.isoformat()})
+    assert page.status_code == 200 and "frame-src 'self'" in page.headers["Content-Security-Policy"]
+    assert composed.rendered.subject.replace("&", "&amp;") in page.text
+    html = web.client.get("/admin/preview.html", params={"subscriber": ADA, "date": DAY.isoformat()})
+    assert html.text == composed.rendered.html and html.headers["X-Frame-Options"] == "SAMEORIGIN"
+
+
+def test_untrusted_profile_text_is_escaped_on_operator_pages(web, app, subscribers_dir):
+    """A subscriber name with markup shows as text on the operator page."""
+    (subscribers_dir / "evil.toml").write_text('email = "evil@example.org"\nname = "<script>alert(1)</script>"\n')
+    text = web.client.get("/admin/").text
+    assert "<script>alert(1)</script>" not in text and "&lt;script&gt;alert(1)&lt;/script&gt;" in text
