@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .config import Config, load_config
 from .errors import DigestError, UsageError
-from .pipeline import App
+from .pipeline import NOT_ATTEMPTED, App
 from .subscribers import load_subscribers
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -108,10 +108,14 @@ def cmd_send(config: Config, args: argparse.Namespace) -> int:
     for outcome in report.outcomes:
         if outcome.status == "dry-run":
             print(f"would send {outcome.subscriber}: {outcome.reason}")
-        elif outcome.status == "failed":
-            print(f"failed {outcome.subscriber}: {outcome.reason}", file=sys.stderr)
+        elif outcome.status in ("failed", "deferred") and not outcome.reason.startswith(NOT_ATTEMPTED):
+            print(f"{outcome.status} {outcome.subscriber}: {outcome.reason}", file=sys.stderr)
+    if report.halted:
+        waiting = sum(1 for o in report.outcomes if o.reason.startswith(NOT_ATTEMPTED))
+        print(f"digest: error: {report.halted} ({waiting} more digests not attempted; the next run sends them)",
+              file=sys.stderr)
     print(report.summary())
-    return EXIT_FAILED if report.count("failed") else EXIT_OK
+    return EXIT_OK if report.ok else EXIT_FAILED
 
 
 COMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {

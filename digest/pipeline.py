@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from email.message import EmailMessage
@@ -15,17 +15,19 @@ from pathlib import Path
 
 from . import sources
 from .config import Config
-from .deliver import OutboxTransport, Outcome, Transport, deliver_one, safe_name, write_atomic
+from .deliver import OutboxTransport, Outcome, RetryPolicy, Transport, deliver_one, safe_name, write_atomic
 from .errors import UsageError
 from .mail import build_message
 from .models import Digest, Links, RecordError, Rendered, Subscriber
 from .render import Renderer
 from .select import Pool, SelectSettings, select_digest
-from .store import Store
+from .smtp import SmtpSettings, SmtpTransport
+from .store import DeliveryRecord, Store
 from .subscribers import Roster, is_delivery_day, load_subscribers
 from .tokens import Signer
 
 log = logging.getLogger("digest")
+NOT_ATTEMPTED = "not attempted"  # the reason of digests left pending because the transport stopped
 
 
 @dataclass
@@ -53,16 +55,49 @@ class SendReport:
     day: date
     outcomes: list[Outcome] = field(default_factory=list)
     invalid_profiles: int = 0
+    halted: str = ""  # why the transport stopped taking messages, if it did
 
     def count(self, status: str) -> int:
         return sum(1 for o in self.outcomes if o.status == status)
 
+    @property
+    def retried(self) -> int:
+        return sum(1 for o in self.outcomes if o.retries)
+
+    @property
+    def suppressed(self) -> int:
+        return sum(1 for o in self.outcomes if o.suppressed)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.count("failed") or self.count("deferred") or self.halted)
+
     def summary(self) -> str:
         verb = "would send" if self.count("dry-run") else "sent"
         sent = self.count("dry-run") or self.count("sent")
-        text = (f"{self.day}: {verb} {sent}, skipped {self.count('skipped')}, "
-                f"failed {self.count('failed')}")
+        text = (f"{self.day}: {verb} {sent}, skipped {self.count('skipped')}, failed {self.count('failed')}, "
+                f"deferred {self.count('deferred')}, retried {self.retried}, suppressed {self.suppressed}")
         return text + (f", {self.invalid_profiles} invalid profiles" if self.invalid_profiles else "")
+
+
+@dataclass
+class _Run:
+    """What one send run reads once and shares across its subscribers."""
+
+    day: date
+    pool: Pool
+    suppressed: dict[str, str]
+    received: dict[str, set[int]]
+    done: dict[str, DeliveryRecord]  # sent or bounced on this date: never sent again
+    dry_run: bool
+    halted: str = ""
+
+
+def make_transport(config: Config, environ: Mapping[str, str]) -> Transport:
+    """The transport `delivery.transport` names."""
+    if config.delivery.transport == "smtp":
+        return SmtpTransport(SmtpSettings.from_config(config, environ), config.newsletter.from_address)
+    return OutboxTransport(Path(config.delivery.outbox))
 
 
 @dataclass(frozen=True)
@@ -91,10 +126,23 @@ class App:
         self.signer = Signer(secret)
         self.settings = SelectSettings(**{k: float(getattr(config.select, k)) for k in (
             "relevance_floor", "title_weight", "upvote_weight", "recency_weight", "recency_half_life_days")})
-        self.transport = transport or OutboxTransport(Path(config.delivery.outbox))
+        self.retry = RetryPolicy(config.delivery.attempts, float(config.delivery.retry_delay))
+        self._transport = transport
+
+    @property
+    def transport(self) -> Transport:
+        """Made on first use, so that previews and ingests never need the SMTP password."""
+        if self._transport is None:
+            self._transport = make_transport(self.config, os.environ)
+        return self._transport
+
+    def wire(self, message: EmailMessage) -> bytes:
+        """The bytes that go out."""
+        return message.as_bytes()
 
     def close(self) -> None:
-        self.transport.close()
+        if self._transport is not None:
+            self._transport.close()
         self.store.close()
 
     # -- ingest -----------------------------------------------------------------
@@ -184,36 +232,42 @@ class App:
     def send(self, day: date, *, dry_run: bool = False, only: str | None = None) -> SendReport:
         """Deliver every due digest for `day`; each subscriber independent of the others."""
         roster = self.roster()
+        if not dry_run:
+            _ = self.transport  # a settings error (no password) stops the run before it starts
         report = SendReport(day, invalid_profiles=len(roster.invalid_files))
-        pool = self.pool(day)
-        suppressed = {email.lower(): reason for email, reason in self.store.suppressed().items()}
-        received = self.store.received_by_subscriber(day)
-        sent = {r.subscriber for r in self.store.deliveries_on(day) if r.status == "sent"}
+        done = {r.subscriber: r for r in self.store.deliveries_on(day) if r.status in ("sent", "bounced")}
+        run = _Run(day, self.pool(day), {email.lower(): why for email, why in self.store.suppressed().items()},
+                   self.store.received_by_subscriber(day), done, dry_run)
         for subscriber in self.chosen(roster, only):
             try:
-                if subscriber.email in sent:
-                    outcome = Outcome(subscriber.email, "skipped", "already sent")
-                else:
-                    outcome = self._send_one(subscriber, day, pool, suppressed,
-                                             received.get(subscriber.email, set()), dry_run)
+                outcome = self._send_one(subscriber, run)
             except Exception as exc:  # one broken digest must not stop the others
                 log.exception("failed to build the digest for %s", subscriber.email)
                 outcome = Outcome(subscriber.email, "failed", f"{exc.__class__.__name__}: {exc}")
-            if outcome.status in ("skipped", "failed"):
+            if outcome.stop and not run.halted:
+                run.halted = report.halted = outcome.reason
+            if outcome.status != "sent":
                 log.info("%s %s: %s", outcome.status, subscriber.email, outcome.reason)
             report.outcomes.append(outcome)
         return report
 
-    def _send_one(self, subscriber: Subscriber, day: date, pool: Pool, suppressed: dict[str, str],
-                  received: set[int], dry_run: bool) -> Outcome:
+    def _send_one(self, subscriber: Subscriber, run: _Run) -> Outcome:
         email = subscriber.email
-        if email.lower() in suppressed:
-            return Outcome(email, "skipped", f"suppressed ({suppressed[email.lower()]})")
-        if not is_delivery_day(subscriber.frequency, day):
+        if email in run.done:
+            record = run.done[email]
+            return Outcome(email, "skipped", "already sent" if record.status == "sent"
+                           else f"bounced on this date: {record.detail}")
+        if email.lower() in run.suppressed:
+            return Outcome(email, "skipped", f"suppressed ({run.suppressed[email.lower()]})")
+        if not is_delivery_day(subscriber.frequency, run.day):
             return Outcome(email, "skipped", f"not a delivery day for frequency {subscriber.frequency}")
-        composed = self.compose(subscriber, day, pool, received=received)
+        composed = self.compose(subscriber, run.day, run.pool, received=run.received.get(email, set()))
         if composed.digest.count == 0:
             return Outcome(email, "skipped", "nothing new above the relevance floor")
-        if dry_run:
+        if run.dry_run:
             return Outcome(email, "dry-run", f"{composed.digest.count} papers: {composed.rendered.subject}")
-        return deliver_one(self.store, self.transport, composed.message, email, day, composed.paper_ids)
+        if run.halted:
+            return Outcome(email, "deferred", f"{NOT_ATTEMPTED}: {run.halted}")
+        ident = str(composed.message["Message-ID"])
+        return deliver_one(self.store, self.transport, self.wire(composed.message), ident, email, run.day,
+                           composed.paper_ids, self.retry, self.config.delivery.suppress_after)

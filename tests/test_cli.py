@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import SEEDS, SUBSCRIBERS
+from .smtpd import free_port
 
 
 def run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -83,3 +84,21 @@ def test_bad_date_is_a_usage_error(site):
     """A malformed --date is refused by the argument parser with exit 2."""
     result = run(site, "send", "--date", "12/06/2026")
     assert result.returncode == 2 and "is not a date like 2026-06-12" in result.stderr
+
+
+def use_smtp(site: Path, port: int) -> None:
+    with (site / "digest.toml").open("a") as config:
+        config.write(f'[delivery]\ntransport = "smtp"\nretry_delay = 0.01\n'
+                     f'[smtp]\nhost = "127.0.0.1"\nport = {port}\nsecurity = "none"\n')
+
+
+def test_unreachable_server_is_one_error_line_and_exit_1(site):
+    """With the SMTP server down the run says so once, counts the deferred digests, and exits 1."""
+    use_smtp(site, free_port())
+    run(site, "ingest", "--date", "2026-06-12")
+    result = run(site, "send", "--date", "2026-06-12")
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if line.startswith("digest: error:")]
+    assert len(errors) == 1 and "cannot connect to 127.0.0.1" in errors[0]
+    assert "3 more digests not attempted" in errors[0] and "Traceback" not in result.stderr
+    assert result.stdout.strip().endswith("sent 0, skipped 1, failed 0, deferred 4, retried 1, suppressed 0")
