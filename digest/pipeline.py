@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from email.message import EmailMessage
+from functools import cached_property
 from pathlib import Path
 
 from . import sources
@@ -21,6 +22,7 @@ from .mail import build_message
 from .models import Digest, Links, RecordError, Rendered, Subscriber
 from .render import Renderer
 from .select import Pool, SelectSettings, select_digest
+from .signing import DkimSigner
 from .smtp import SmtpSettings, SmtpTransport
 from .store import DeliveryRecord, Store
 from .subscribers import Roster, is_delivery_day, load_subscribers
@@ -136,9 +138,15 @@ class App:
             self._transport = make_transport(self.config, os.environ)
         return self._transport
 
+    @cached_property
+    def dkim(self) -> DkimSigner | None:
+        """The signer `[dkim]` asks for (None: no signing), read when first needed."""
+        return DkimSigner.from_config(self.config, os.environ)
+
     def wire(self, message: EmailMessage) -> bytes:
-        """The bytes that go out."""
-        return message.as_bytes()
+        """The bytes that go out: the message as serialised, DKIM-signed when configured."""
+        data = message.as_bytes()
+        return self.dkim(data) if self.dkim else data
 
     def close(self) -> None:
         if self._transport is not None:
@@ -233,7 +241,7 @@ class App:
         """Deliver every due digest for `day`; each subscriber independent of the others."""
         roster = self.roster()
         if not dry_run:
-            _ = self.transport  # a settings error (no password) stops the run before it starts
+            _ = self.transport, self.dkim  # a settings error (no password, bad key) stops the run before it starts
         report = SendReport(day, invalid_profiles=len(roster.invalid_files))
         done = {r.subscriber: r for r in self.store.deliveries_on(day) if r.status in ("sent", "bounced")}
         run = _Run(day, self.pool(day), {email.lower(): why for email, why in self.store.suppressed().items()},
