@@ -48,6 +48,9 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument("--date", type=_date, default=None, help="digest date (default: today)")
         cmd.add_argument("--dry-run", action="store_true", help="compose everything, send nothing")
         cmd.add_argument("--subscriber", metavar="EMAIL", help="only this subscriber")
+        if name == "send":
+            cmd.add_argument("--to", metavar="ADDRESS",
+                             help="send the --subscriber's digest to ADDRESS as a test (the send log is not touched)")
     return parser
 
 
@@ -97,6 +100,8 @@ def cmd_preview(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_send(config: Config, args: argparse.Namespace) -> int:
+    if getattr(args, "to", None):
+        return cmd_send_test(config, args)
     app = App(config)
     day = args.date or date.today()
     try:
@@ -116,6 +121,22 @@ def cmd_send(config: Config, args: argparse.Namespace) -> int:
               file=sys.stderr)
     print(report.summary())
     return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def cmd_send_test(config: Config, args: argparse.Namespace) -> int:
+    if not args.subscriber or args.dry_run:
+        raise UsageError("--to sends one subscriber's digest as a test: give --subscriber EMAIL, and no --dry-run")
+    app = App(config)
+    try:
+        composed, outcome = app.send_test(args.date or date.today(), args.subscriber, args.to)
+    finally:
+        app.close()
+    if outcome.status != "sent":
+        print(f"digest: error: test send to {args.to} {outcome.status}: {outcome.reason}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"test sent to {args.to}: [TEST] {composed.rendered.subject} "
+          f"({args.subscriber}'s digest, {composed.digest.count} papers)")
+    return EXIT_OK
 
 
 COMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {

@@ -139,3 +139,11 @@ def deliver_one(store: Store, transport: Transport, data: bytes, message_id: str
     store.mark_failed(recipient, day, reason)
     return Outcome(recipient, "failed", reason, retries)
 
+
+def send_test(transport: Transport, data: bytes, recipient: str, day: date, retry: RetryPolicy) -> Outcome:
+    """Send a test message with the same retries, recording nothing in the send log."""
+    retries, error = hand_over(transport, data, recipient, day, retry)
+    if error is None:
+        return Outcome(recipient, "sent", retries=retries)
+    status = "deferred" if isinstance(error, TemporaryFailure) else "failed"
+    return Outcome(recipient, status, str(error), retries)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from email.message import EmailMessage
 from functools import cached_property
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from . import sources
 from .config import Config
-from .deliver import OutboxTransport, Outcome, RetryPolicy, Transport, deliver_one, safe_name, write_atomic
+from .deliver import OutboxTransport, Outcome, RetryPolicy, Transport, deliver_one, safe_name, send_test, write_atomic
 from .errors import UsageError
 from .mail import build_message
 from .models import Digest, Links, RecordError, Rendered, Subscriber
@@ -25,7 +25,7 @@ from .select import Pool, SelectSettings, select_digest
 from .signing import DkimSigner
 from .smtp import SmtpSettings, SmtpTransport
 from .store import DeliveryRecord, Store
-from .subscribers import Roster, is_delivery_day, load_subscribers
+from .subscribers import Roster, is_delivery_day, is_email, load_subscribers
 from .tokens import Signer
 
 log = logging.getLogger("digest")
@@ -95,11 +95,12 @@ class _Run:
     halted: str = ""
 
 
-def make_transport(config: Config, environ: Mapping[str, str]) -> Transport:
-    """The transport `delivery.transport` names."""
+def make_transport(config: Config, environ: Mapping[str, str], *, test: bool = False) -> Transport:
+    """The transport `delivery.transport` names; test sends to the outbox go to its `test/` folder."""
     if config.delivery.transport == "smtp":
         return SmtpTransport(SmtpSettings.from_config(config, environ), config.newsletter.from_address)
-    return OutboxTransport(Path(config.delivery.outbox))
+    folder = Path(config.delivery.outbox)
+    return OutboxTransport(folder / "test" if test else folder)
 
 
 @dataclass(frozen=True)
@@ -196,17 +197,20 @@ class App:
                      unsubscribe_mailto=self.newsletter.unsubscribe_mailto or None)
 
     def compose(self, subscriber: Subscriber, day: date, pool: Pool, *, received: set[int] | None = None,
-                test: bool = False) -> Composed:
+                test_to: str | None = None) -> Composed:
         """Select, render and build the message for one subscriber (shared by preview and send).
 
         `received` (the papers this subscriber already got) is read from the store when not given;
-        a run over many subscribers reads it for all of them in one query.
+        a run over many subscribers reads it for all of them in one query. `test_to` makes a test
+        message: the subscriber's papers, addressed to that address, whose links act on it alone.
         """
         if received is None:
             received = self.store.received_before(subscriber.email, day)
         digest = select_digest(pool, subscriber, day=day, received=received, settings=self.settings)
-        rendered = self.renderer.render(digest, self.newsletter, self.links(subscriber))
-        message = build_message(rendered, subscriber, self.newsletter, day, test=test)
+        if test_to is not None:
+            digest = replace(digest, subscriber=replace(subscriber, email=test_to))
+        rendered = self.renderer.render(digest, self.newsletter, self.links(digest.subscriber))
+        message = build_message(rendered, digest.subscriber, self.newsletter, day, test=test_to is not None)
         return Composed(digest, rendered, message)
 
     def chosen(self, roster: Roster, only: str | None) -> list[Subscriber]:
@@ -279,3 +283,16 @@ class App:
         ident = str(composed.message["Message-ID"])
         return deliver_one(self.store, self.transport, self.wire(composed.message), ident, email, run.day,
                            composed.paper_ids, self.retry, self.config.delivery.suppress_after)
+
+    def send_test(self, day: date, only: str, to: str) -> tuple[Composed, Outcome]:
+        """Send `only`'s digest to the address `to`, marked as a test; the send log is not touched."""
+        if not is_email(to):
+            raise UsageError(f"--to {to!r} is not an email address (like ada@example.org)")
+        [subscriber] = self.chosen(self.roster(), only)
+        composed = self.compose(subscriber, day, self.pool(day), test_to=to)
+        transport = self._transport or make_transport(self.config, os.environ, test=True)
+        try:
+            return composed, send_test(transport, self.wire(composed.message), to, day, self.retry)
+        finally:
+            if transport is not self._transport:
+                transport.close()
