@@ -15,7 +15,7 @@ from . import jobs
 from .config import Config, load_config
 from .errors import DigestError, UsageError
 from .logs import setup_logging
-from .pipeline import App, IngestReport, SendReport
+from .pipeline import NOT_ATTEMPTED, App, IngestReport, SendReport
 from .status import delivery_lines, render_status
 from .subscribers import load_subscribers
 
@@ -56,6 +56,8 @@ def _parser() -> argparse.ArgumentParser:
     send.add_argument("--date", type=_date, default=None, help="digest date (default: today)")
     send.add_argument("--dry-run", action="store_true", help="compose everything, send nothing")
     send.add_argument("--subscriber", metavar="EMAIL", help="only this subscriber")
+    send.add_argument("--to", metavar="ADDRESS",
+                      help="send the --subscriber's digest to ADDRESS as a test (the send log is not touched)")
 
     run = commands.add_parser("run", help="fetch the sources, then send every digest due now (for cron)")
     run.add_argument("--date", type=_date, default=None,
@@ -123,6 +125,8 @@ def cmd_preview(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_send(config: Config, args: argparse.Namespace) -> int:
+    if getattr(args, "to", None):
+        return cmd_send_test(config, args)
     app = App(config)
     day = args.date or date.today()
     try:
@@ -136,10 +140,30 @@ def _print_send(report: SendReport) -> int:
     for outcome in report.outcomes:
         if outcome.status == "dry-run":
             print(f"would send {outcome.subscriber}: {outcome.reason}")
-        elif outcome.status == "failed":
-            print(f"failed {outcome.subscriber}: {outcome.reason}", file=sys.stderr)
+        elif outcome.status in ("failed", "deferred") and not outcome.reason.startswith(NOT_ATTEMPTED):
+            print(f"{outcome.status} {outcome.subscriber}: {outcome.reason}", file=sys.stderr)
+    if report.halted:
+        waiting = sum(1 for o in report.outcomes if o.reason.startswith(NOT_ATTEMPTED))
+        print(f"digest: error: {report.halted} ({waiting} more digests not attempted; the next run sends them)",
+              file=sys.stderr)
     print(report.summary())
-    return EXIT_FAILED if report.count("failed") else EXIT_OK
+    return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def cmd_send_test(config: Config, args: argparse.Namespace) -> int:
+    if not args.subscriber or args.dry_run:
+        raise UsageError("--to sends one subscriber's digest as a test: give --subscriber EMAIL, and no --dry-run")
+    app = App(config)
+    try:
+        composed, outcome = app.send_test(args.date or date.today(), args.subscriber, args.to)
+    finally:
+        app.close()
+    if outcome.status != "sent":
+        print(f"digest: error: test send to {args.to} {outcome.status}: {outcome.reason}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"test sent to {args.to}: [TEST] {composed.rendered.subject} "
+          f"({args.subscriber}'s digest, {composed.digest.count} papers)")
+    return EXIT_OK
 
 
 def cmd_fetch(config: Config, args: argparse.Namespace) -> int:

@@ -29,6 +29,7 @@ class Setting:
     help: str
     choices: tuple[str, ...] = ()
     path: bool = False  # resolved relative to the config file's folder
+    minimum: float | None = None  # numbers below it are rejected
 
     @property
     def name(self) -> str:
@@ -41,9 +42,42 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("ingest", "paths", list, ["seeds"],
             "Files or folders `digest ingest` and `digest run` read when given no paths.", path=True),
     Setting("subscribers", "dir", str, "subscribers", "Folder of subscriber profiles (`*.toml`).", path=True),
-    Setting("delivery", "transport", str, "outbox", "Where digests go.", choices=("outbox",)),
+    Setting("delivery", "transport", str, "outbox",
+            "Where digests go: `outbox` (files) or `smtp` (the server in `[smtp]`).", choices=("outbox", "smtp")),
     Setting("delivery", "outbox", str, "outbox",
             "Folder the outbox transport writes `<date>/<subscriber>.eml` files into.", path=True),
+    Setting("delivery", "attempts", int, 3,
+            "Tries per digest within one run when the server answers 4xx or the connection drops; "
+            "after the last one the digest stays pending for the next run.", minimum=1),
+    Setting("delivery", "retry_delay", (int, float), 2.0,
+            "Seconds before the first retry; each further retry waits twice as long.", minimum=0),
+    Setting("delivery", "suppress_after", int, 1,
+            "Hard bounces (5xx for the address) in a row after which the address is suppressed.", minimum=1),
+    Setting("smtp", "host", str, "localhost", "SMTP server (relay or submission server)."),
+    Setting("smtp", "port", int, 587, "SMTP port: 587 for starttls, 465 for ssl, 25 between servers.", minimum=1),
+    Setting("smtp", "security", str, "starttls",
+            "`starttls` (upgrade, never fall back to plain text), `ssl` (TLS from the start) or `none`.",
+            choices=("starttls", "ssl", "none")),
+    Setting("smtp", "username", str, "", "Login for SMTP AUTH (empty: no AUTH). Needs starttls or ssl."),
+    Setting("smtp", "password_env", str, "DIGEST_SMTP_PASSWORD",
+            "Environment variable holding the SMTP password (never read from a file)."),
+    Setting("smtp", "ca_file", str, "",
+            "PEM file of the certificate authorities to trust, for a private relay (empty: the system's).",
+            path=True),
+    Setting("smtp", "verify_certificate", bool, True,
+            "Check the server's certificate and host name. Only an explicit `false` turns this off."),
+    Setting("smtp", "timeout", (int, float), 30.0, "Seconds to wait for the server at each step.", minimum=0.1),
+    Setting("smtp", "max_per_second", (int, float), 0, "At most this many messages a second (0: no limit).",
+            minimum=0),
+    Setting("smtp", "max_per_hour", int, 0, "At most this many messages an hour (0: no limit).", minimum=0),
+    Setting("smtp", "messages_per_connection", int, 100,
+            "Open a new connection after this many messages (0: keep it while the server does).", minimum=0),
+    Setting("dkim", "selector", str, "", "DKIM selector (`s=`); signing is on when it is set."),
+    Setting("dkim", "domain", str, "", "Signing domain (`d=`); empty: the domain of `newsletter.from_address`."),
+    Setting("dkim", "key_file", str, "",
+            "PEM RSA private key file, kept outside the repository (empty: read `dkim.key_env`).", path=True),
+    Setting("dkim", "key_env", str, "DIGEST_DKIM_KEY",
+            "Environment variable holding the PEM private key, used when `dkim.key_file` is empty."),
     Setting("render", "templates", str, "",
             "Folder of template overrides, searched before the built-in templates (empty: none).", path=True),
     Setting("newsletter", "name", str, "Paper Digest", "Newsletter name: sender name, header and footer."),
@@ -118,6 +152,8 @@ def _check_type(setting: Setting, value: Any, where: str) -> Any:
         raise ConfigError(f"{where}: {setting.name} must be {expected}, not {type(value).__name__} {value!r}")
     if setting.choices and value not in setting.choices:
         raise ConfigError(f"{where}: {setting.name} must be one of {', '.join(setting.choices)}, not {value!r}")
+    if setting.minimum is not None and value < setting.minimum:
+        raise ConfigError(f"{where}: {setting.name} must be at least {setting.minimum:g}, not {value!r}")
     return value
 
 

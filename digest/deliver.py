@@ -1,17 +1,24 @@
-"""Delivery: hand messages to a transport, recording each in the send log before and after."""
+"""Delivery: hand messages to a transport, recording each in the send log before and after.
+
+Every digest goes through the same committed steps, in the same order, on every path:
+`pending` (with its Message-ID) → the transport → `sent`, `bounced` or `failed`; a temporary
+failure leaves it `pending`. A crash at any point therefore leaves at most the one digest in flight
+marked `pending`, and the next run sends exactly the digests not marked `sent`.
+"""
 
 from __future__ import annotations
 
 import os
 import re
 import tempfile
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date
-from email.message import EmailMessage
 from pathlib import Path
 from typing import Protocol
 
-from .errors import DeliveryError
+from .errors import DeliveryError, PermanentFailure, TemporaryFailure, TransportUnavailable
 from .store import Store
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9@._+-]")
@@ -27,7 +34,7 @@ class Transport(Protocol):
 
     name: str
 
-    def send(self, message: EmailMessage, recipient: str, day: date) -> None: ...
+    def send(self, data: bytes, recipient: str, day: date) -> None: ...
 
     def close(self) -> None: ...
 
@@ -43,11 +50,11 @@ class OutboxTransport:
     def path_for(self, recipient: str, day: date) -> Path:
         return self.folder / day.isoformat() / f"{safe_name(recipient)}.eml"
 
-    def send(self, message: EmailMessage, recipient: str, day: date) -> None:
+    def send(self, data: bytes, recipient: str, day: date) -> None:
         target = self.path_for(recipient, day)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(target, message.as_bytes())
+            write_atomic(target, data)
         except OSError as exc:
             raise DeliveryError(f"cannot write {target}: {exc.strerror or exc}") from exc
 
@@ -74,18 +81,69 @@ class Outcome:
     """What happened to one digest."""
 
     subscriber: str
-    status: str  # sent | skipped | failed | dry-run
+    status: str  # sent | skipped | failed | deferred | dry-run
     reason: str = ""
+    retries: int = 0  # temporary failures retried within this run
+    suppressed: bool = False  # this failure suppressed the address
+    stop: bool = False  # the transport is unusable: send nothing more in this run
 
 
-def deliver_one(store: Store, transport: Transport, message: EmailMessage, recipient: str, day: date,
-                paper_ids: list[int]) -> Outcome:
-    """Send one digest: mark pending → hand over → mark sent (or failed); each step committed."""
-    store.mark_pending(recipient, day, str(message["Message-ID"]), transport.name)
-    try:
-        transport.send(message, recipient, day)
-    except DeliveryError as exc:
-        store.mark_failed(recipient, day, str(exc))
-        return Outcome(recipient, "failed", str(exc))
-    store.mark_sent(recipient, day, paper_ids)
-    return Outcome(recipient, "sent")
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How many tries a digest gets within one run, and the backoff between them."""
+
+    attempts: int = 3
+    delay: float = 2.0  # before the first retry; doubled for each further one
+    sleep: Callable[[float], None] = time.sleep
+
+    def pause(self, retry: int) -> None:
+        self.sleep(self.delay * 2 ** (retry - 1))
+
+
+def hand_over(transport: Transport, data: bytes, recipient: str, day: date, retry: RetryPolicy,
+              on_retry: Callable[[TemporaryFailure], None] | None = None) -> tuple[int, DeliveryError | None]:
+    """Send, retrying temporary failures with backoff: (retries made, the failure that ended it or None)."""
+    retries = 0
+    while True:
+        try:
+            transport.send(data, recipient, day)
+            return retries, None
+        except TemporaryFailure as exc:
+            hopeless = isinstance(exc, TransportUnavailable) and not exc.retry
+            if hopeless or retries + 1 >= retry.attempts:
+                return retries, exc
+            retries += 1
+            if on_retry is not None:
+                on_retry(exc)
+            retry.pause(retries)
+        except DeliveryError as exc:
+            return retries, exc
+
+
+def deliver_one(store: Store, transport: Transport, data: bytes, message_id: str, recipient: str, day: date,
+                paper_ids: Sequence[int], retry: RetryPolicy, suppress_after: int = 1) -> Outcome:
+    """Send one digest: mark pending → hand over → mark sent, bounced or failed; each step committed."""
+    store.mark_pending(recipient, day, message_id, transport.name)
+    retries, error = hand_over(transport, data, recipient, day, retry,
+                               lambda exc: store.note_temporary(recipient, day, str(exc), retrying=True))
+    if error is None:
+        store.mark_sent(recipient, day, paper_ids)
+        return Outcome(recipient, "sent", retries=retries)
+    reason = str(error)
+    if isinstance(error, TemporaryFailure):  # left pending: the next run sends it, same Message-ID
+        store.note_temporary(recipient, day, reason, retrying=False)
+        return Outcome(recipient, "deferred", reason, retries, stop=isinstance(error, TransportUnavailable))
+    if isinstance(error, PermanentFailure) and error.bounce:
+        suppressed = store.mark_bounced(recipient, day, reason, suppress_after)
+        return Outcome(recipient, "failed", reason, retries, suppressed=suppressed)
+    store.mark_failed(recipient, day, reason)
+    return Outcome(recipient, "failed", reason, retries)
+
+
+def send_test(transport: Transport, data: bytes, recipient: str, day: date, retry: RetryPolicy) -> Outcome:
+    """Send a test message with the same retries, recording nothing in the send log."""
+    retries, error = hand_over(transport, data, recipient, day, retry)
+    if error is None:
+        return Outcome(recipient, "sent", retries=retries)
+    status = "deferred" if isinstance(error, TemporaryFailure) else "failed"
+    return Outcome(recipient, status, str(error), retries)

@@ -21,6 +21,34 @@ class DeliveryError(DigestError):
     """A transport could not hand a message over."""
 
 
+class TemporaryFailure(DeliveryError):
+    """A 4xx reply or a lost connection: worth trying again, later in the run or in the next one."""
+
+
+class PermanentFailure(DeliveryError):
+    """A 5xx reply: this message will not be accepted as it is.
+
+    `bounce` is true when the reply is about the recipient's address (a hard bounce that counts
+    towards suppressing it), false when it is about the message or the sender.
+    """
+
+    def __init__(self, reply: str, *, bounce: bool) -> None:
+        super().__init__(reply)
+        self.bounce = bounce
+
+
+class TransportUnavailable(TemporaryFailure):
+    """The server cannot be reached, secured or logged into: no digest can go out through it now.
+
+    `retry` is false when trying again cannot help in this run (a refused password, a bad
+    certificate, no STARTTLS offered), so the run stops at once rather than after the backoff.
+    """
+
+    def __init__(self, reason: str, *, retry: bool = True) -> None:
+        super().__init__(reason)
+        self.retry = retry
+
+
 class UsageError(DigestError):
     """A command was asked for something that cannot be done (an unknown subscriber, a bad date)."""
 

@@ -32,7 +32,7 @@ class RunReport:
     @property
     def failed(self) -> bool:
         fetch_failed = bool(self.fetched and self.fetched.failed)
-        return fetch_failed or any(s.count("failed") for s in self.sends)
+        return fetch_failed or any(not s.ok for s in self.sends)
 
     def lines(self) -> list[str]:
         out = []
@@ -113,7 +113,7 @@ def deliver_slot(app: App, day: date, emails: Collection[str], should_stop: Call
     with recorded(app, "send") as entry:
         report = app.send(day, emails=emails, should_stop=should_stop)
         entry.lines.append(report.summary())
-        entry.failed = bool(report.count("failed"))
+        entry.failed = not report.ok
     return report
 
 

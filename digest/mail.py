@@ -12,6 +12,7 @@ from __future__ import annotations
 import binascii
 import hashlib
 import re
+import secrets
 from datetime import UTC, date, datetime
 from email.generator import BytesGenerator
 from email.headerregistry import Address
@@ -127,6 +128,11 @@ def message_id(email: str, day: date, from_address: str) -> str:
     return f"<digest.{day.isoformat()}.{digest}@{_domain(from_address)}>"
 
 
+def test_message_id(day: date, from_address: str) -> str:
+    """A fresh Message-ID for a test send, so that it can never stand in for the real digest."""
+    return f"<test.{day.isoformat()}.{secrets.token_hex(10)}@{_domain(from_address)}>"
+
+
 def _address(name: str, email: str) -> Address:
     user, _, domain = email.partition("@")
     return Address(display_name=one_line(name), username=user, domain=domain)
@@ -160,8 +166,11 @@ def build_message(rendered: Rendered, subscriber: Subscriber, newsletter: Newsle
         msg["Reply-To"] = newsletter.reply_to
     msg["Subject"] = ("[TEST] " if test else "") + one_line(rendered.subject)
     msg["Date"] = format_datetime(now or datetime.now(UTC))
-    ident = message_id(subscriber.email, day, newsletter.from_address)
-    msg["Message-ID"] = ident
+    if test:
+        msg["Message-ID"] = test_message_id(day, newsletter.from_address)
+        msg["X-Digest-Test"] = "yes"
+    else:
+        msg["Message-ID"] = message_id(subscriber.email, day, newsletter.from_address)
     msg["List-Id"] = f"{one_line(newsletter.name)} <digest.{_domain(newsletter.from_address)}>"
     msg["List-Unsubscribe"] = _list_unsubscribe(rendered.links.unsubscribe, newsletter.unsubscribe_mailto)
     msg["List-Unsubscribe-Post"] = "List-Unsubscribe=One-Click"

@@ -7,27 +7,31 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
 from email.message import EmailMessage
+from functools import cached_property
 from pathlib import Path
 
 from . import sources
 from .config import Config
-from .deliver import OutboxTransport, Outcome, Transport, deliver_one, safe_name, write_atomic
+from .deliver import OutboxTransport, Outcome, RetryPolicy, Transport, deliver_one, safe_name, send_test, write_atomic
 from .errors import UsageError
 from .logs import progress
 from .mail import build_message
 from .models import Digest, Links, RecordError, Rendered, Subscriber
 from .render import Renderer
 from .select import Pool, SelectSettings, select_digest
-from .store import Store
-from .subscribers import Roster, is_delivery_day, load_subscribers
+from .signing import DkimSigner
+from .smtp import SmtpSettings, SmtpTransport
+from .store import DeliveryRecord, Store
+from .subscribers import Roster, is_delivery_day, is_email, load_subscribers
 from .tokens import Signer
 
 log = logging.getLogger("digest")
 QUIET_DAY_PAPERS = 3
+NOT_ATTEMPTED = "not attempted"  # the reason of digests left pending because the transport stopped
 
 
 @dataclass
@@ -55,16 +59,50 @@ class SendReport:
     day: date
     outcomes: list[Outcome] = field(default_factory=list)
     invalid_profiles: int = 0
+    halted: str = ""  # why the transport stopped taking messages, if it did
 
     def count(self, status: str) -> int:
         return sum(1 for o in self.outcomes if o.status == status)
 
+    @property
+    def retried(self) -> int:
+        return sum(1 for o in self.outcomes if o.retries)
+
+    @property
+    def suppressed(self) -> int:
+        return sum(1 for o in self.outcomes if o.suppressed)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.count("failed") or self.count("deferred") or self.halted)
+
     def summary(self) -> str:
         verb = "would send" if self.count("dry-run") else "sent"
         sent = self.count("dry-run") or self.count("sent")
-        text = (f"{self.day}: {verb} {sent}, skipped {self.count('skipped')}, "
-                f"failed {self.count('failed')}")
+        text = (f"{self.day}: {verb} {sent}, skipped {self.count('skipped')}, failed {self.count('failed')}, "
+                f"deferred {self.count('deferred')}, retried {self.retried}, suppressed {self.suppressed}")
         return text + (f", {self.invalid_profiles} invalid profiles" if self.invalid_profiles else "")
+
+
+@dataclass
+class _Run:
+    """What one send run reads once and shares across its subscribers."""
+
+    day: date
+    pool: Pool
+    suppressed: dict[str, str]
+    received: dict[str, set[int]]
+    done: dict[str, DeliveryRecord]  # sent or bounced on this date: never sent again
+    dry_run: bool
+    halted: str = ""
+
+
+def make_transport(config: Config, environ: Mapping[str, str], *, test: bool = False) -> Transport:
+    """The transport `delivery.transport` names; test sends to the outbox go to its `test/` folder."""
+    if config.delivery.transport == "smtp":
+        return SmtpTransport(SmtpSettings.from_config(config, environ), config.newsletter.from_address)
+    folder = Path(config.delivery.outbox)
+    return OutboxTransport(folder / "test" if test else folder)
 
 
 @dataclass(frozen=True)
@@ -93,10 +131,29 @@ class App:
         self.signer = Signer(secret)
         self.settings = SelectSettings(**{k: float(getattr(config.select, k)) for k in (
             "relevance_floor", "title_weight", "upvote_weight", "recency_weight", "recency_half_life_days")})
-        self.transport = transport or OutboxTransport(Path(config.delivery.outbox))
+        self.retry = RetryPolicy(config.delivery.attempts, float(config.delivery.retry_delay))
+        self._transport = transport
+
+    @property
+    def transport(self) -> Transport:
+        """Made on first use, so that previews and ingests never need the SMTP password."""
+        if self._transport is None:
+            self._transport = make_transport(self.config, os.environ)
+        return self._transport
+
+    @cached_property
+    def dkim(self) -> DkimSigner | None:
+        """The signer `[dkim]` asks for (None: no signing), read when first needed."""
+        return DkimSigner.from_config(self.config, os.environ)
+
+    def wire(self, message: EmailMessage) -> bytes:
+        """The bytes that go out: the message as serialised, DKIM-signed when configured."""
+        data = message.as_bytes()
+        return self.dkim(data) if self.dkim else data
 
     def close(self) -> None:
-        self.transport.close()
+        if self._transport is not None:
+            self._transport.close()
         self.store.close()
 
     # -- ingest -----------------------------------------------------------------
@@ -152,19 +209,22 @@ class App:
                      feedback=f"{base}/feedback/{sign('feedback', email)}")
 
     def compose(self, subscriber: Subscriber, day: date, pool: Pool, *, received: set[int] | None = None,
-                test: bool = False) -> Composed:
+                test_to: str | None = None) -> Composed:
         """Select, render and build the message for one subscriber (shared by preview and send).
 
         `received` (the papers this subscriber already got) is read from the store when not given;
-        a run over many subscribers reads it for all of them in one query.
+        a run over many subscribers reads it for all of them in one query. `test_to` makes a test
+        message: the subscriber's papers, addressed to that address, whose links act on it alone.
         """
         if received is None:
             received = self.store.received_before(subscriber.email, day)
         digest = select_digest(pool, subscriber, day=day, received=received, settings=self.settings)
         if not digest.count and subscriber.interests and self.config.delivery.quiet_days == "trending":
             digest = self._quiet_day(pool, subscriber, day, received)
-        rendered = self.renderer.render(digest, self.newsletter, self.links(subscriber))
-        message = build_message(rendered, subscriber, self.newsletter, day, test=test)
+        if test_to is not None:
+            digest = replace(digest, subscriber=replace(subscriber, email=test_to))
+        rendered = self.renderer.render(digest, self.newsletter, self.links(digest.subscriber))
+        message = build_message(rendered, digest.subscriber, self.newsletter, day, test=test_to is not None)
         return Composed(digest, rendered, message)
 
     def _quiet_day(self, pool: Pool, subscriber: Subscriber, day: date, received: set[int]) -> Digest:
@@ -209,13 +269,14 @@ class App:
         and leaves the rest for its next run.
         """
         roster = self.roster()
+        if not dry_run:
+            _ = self.transport, self.dkim  # a settings error (no password, bad key) stops the run before it starts
         report = SendReport(day, invalid_profiles=len(roster.invalid_files))
-        pool = self.pool(day)
-        suppressed = {email.lower(): f"suppressed ({reason})" for email, reason in self.store.suppressed().items()}
-        suppressed.update({email: f"paused until {p.paused_until}" for email, p in self.store.preferences().items()
-                           if p.paused_until and p.paused_until >= day and email not in suppressed})
-        received = self.store.received_by_subscriber(day)
-        sent = {r.subscriber for r in self.store.deliveries_on(day) if r.status == "sent"}
+        done = {r.subscriber: r for r in self.store.deliveries_on(day) if r.status in ("sent", "bounced")}
+        blocked = {email.lower(): f"suppressed ({why})" for email, why in self.store.suppressed().items()}
+        blocked.update({email: f"paused until {p.paused_until}" for email, p in self.store.preferences().items()
+                        if p.paused_until and p.paused_until >= day and email not in blocked})
+        run = _Run(day, self.pool(day), blocked, self.store.received_by_subscriber(day), done, dry_run)
         chosen = self.chosen(roster, only)
         if emails is not None:
             wanted = {e.lower() for e in emails}
@@ -224,29 +285,47 @@ class App:
             if should_stop():
                 break
             try:
-                if subscriber.email in sent:
-                    outcome = Outcome(subscriber.email, "skipped", "already sent")
-                else:
-                    outcome = self._send_one(subscriber, day, pool, suppressed,
-                                             received.get(subscriber.email, set()), dry_run)
+                outcome = self._send_one(subscriber, run)
             except Exception as exc:  # one broken digest must not stop the others
                 log.exception("failed to build the digest for %s", subscriber.email)
                 outcome = Outcome(subscriber.email, "failed", f"{exc.__class__.__name__}: {exc}")
-            if outcome.status in ("skipped", "failed"):
+            if outcome.stop and not run.halted:
+                run.halted = report.halted = outcome.reason
+            if outcome.status != "sent":
                 log.info("%s %s: %s", outcome.status, subscriber.email, outcome.reason)
             report.outcomes.append(outcome)
         return report
 
-    def _send_one(self, subscriber: Subscriber, day: date, pool: Pool, suppressed: dict[str, str],
-                  received: set[int], dry_run: bool) -> Outcome:
+    def _send_one(self, subscriber: Subscriber, run: _Run) -> Outcome:
         email = subscriber.email
-        if email.lower() in suppressed:
-            return Outcome(email, "skipped", suppressed[email.lower()])
-        if not is_delivery_day(subscriber.frequency, day):
+        if email in run.done:
+            record = run.done[email]
+            return Outcome(email, "skipped", "already sent" if record.status == "sent"
+                           else f"bounced on this date: {record.detail}")
+        if email.lower() in run.suppressed:
+            return Outcome(email, "skipped", run.suppressed[email.lower()])
+        if not is_delivery_day(subscriber.frequency, run.day):
             return Outcome(email, "skipped", f"not a delivery day for frequency {subscriber.frequency}")
-        composed = self.compose(subscriber, day, pool, received=received)
+        composed = self.compose(subscriber, run.day, run.pool, received=run.received.get(email, set()))
         if composed.digest.count == 0:
             return Outcome(email, "skipped", "nothing new above the relevance floor")
-        if dry_run:
+        if run.dry_run:
             return Outcome(email, "dry-run", f"{composed.digest.count} papers: {composed.rendered.subject}")
-        return deliver_one(self.store, self.transport, composed.message, email, day, composed.paper_ids)
+        if run.halted:
+            return Outcome(email, "deferred", f"{NOT_ATTEMPTED}: {run.halted}")
+        ident = str(composed.message["Message-ID"])
+        return deliver_one(self.store, self.transport, self.wire(composed.message), ident, email, run.day,
+                           composed.paper_ids, self.retry, self.config.delivery.suppress_after)
+
+    def send_test(self, day: date, only: str, to: str) -> tuple[Composed, Outcome]:
+        """Send `only`'s digest to the address `to`, marked as a test; the send log is not touched."""
+        if not is_email(to):
+            raise UsageError(f"--to {to!r} is not an email address (like ada@example.org)")
+        [subscriber] = self.chosen(self.roster(), only)
+        composed = self.compose(subscriber, day, self.pool(day), test_to=to)
+        transport = self._transport or make_transport(self.config, os.environ, test=True)
+        try:
+            return composed, send_test(transport, self.wire(composed.message), to, day, self.retry)
+        finally:
+            if transport is not self._transport:
+                transport.close()

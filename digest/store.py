@@ -44,7 +44,7 @@ deliveries = sa.Table(
     sa.Column("subscriber", sa.String, primary_key=True),
     sa.Column("digest_date", sa.Date, primary_key=True),
     sa.Column("message_id", sa.String, nullable=False),
-    sa.Column("status", sa.String, nullable=False),  # pending | sent | failed
+    sa.Column("status", sa.String, nullable=False),  # pending | sent | failed | bounced
     sa.Column("attempts", sa.Integer, nullable=False, default=0),
     sa.Column("transport", sa.String, nullable=False),
     sa.Column("detail", sa.Text, nullable=False, default=""),
@@ -375,18 +375,49 @@ class Store:
             conn.execute(deliveries.update().where(
                 (deliveries.c.subscriber == subscriber) & (deliveries.c.digest_date == day)
             ).values(status="sent", detail="", updated_at=_now()))
-            for paper_id in paper_ids:
-                exists = conn.execute(sa.select(received.c.paper_id).where(
-                    (received.c.subscriber == subscriber) & (received.c.paper_id == paper_id))).first()
-                if not exists:
-                    conn.execute(received.insert().values(subscriber=subscriber, paper_id=paper_id,
-                                                          digest_date=day))
+            # One read and one batch insert rather than two statements per paper: this runs per digest.
+            have = set(conn.execute(sa.select(received.c.paper_id).where(received.c.subscriber == subscriber))
+                       .scalars())
+            rows = [{"subscriber": subscriber, "paper_id": paper_id, "digest_date": day}
+                    for paper_id in dict.fromkeys(paper_ids) if paper_id not in have]
+            if rows:
+                conn.execute(received.insert(), rows)
 
     def mark_failed(self, subscriber: str, day: date, detail: str) -> None:
         with self.engine.begin() as conn:
             conn.execute(deliveries.update().where(
                 (deliveries.c.subscriber == subscriber) & (deliveries.c.digest_date == day)
             ).values(status="failed", detail=detail[:2000], updated_at=_now()))
+
+    def note_temporary(self, subscriber: str, day: date, detail: str, *, retrying: bool) -> None:
+        """Keep a digest pending with the server's reply; `retrying` counts the attempt about to follow."""
+        key = (deliveries.c.subscriber == subscriber) & (deliveries.c.digest_date == day)
+        attempts = deliveries.c.attempts + (1 if retrying else 0)
+        with self.engine.begin() as conn:
+            conn.execute(deliveries.update().where(key).values(
+                status="pending", attempts=attempts, detail=detail[:2000], updated_at=_now()))
+
+    def mark_bounced(self, subscriber: str, day: date, detail: str, suppress_after: int) -> bool:
+        """Record a hard bounce; suppress the address once it has bounced `suppress_after` digests in a row.
+
+        In a row means since the last digest it accepted. One transaction, so the bounce and the
+        suppression it causes are never half-recorded. True when this bounce suppressed the address.
+        """
+        mine = deliveries.c.subscriber == subscriber
+        with self.engine.begin() as conn:
+            conn.execute(deliveries.update().where(mine & (deliveries.c.digest_date == day)).values(
+                status="bounced", detail=detail[:2000], updated_at=_now()))
+            last_sent = conn.execute(sa.select(sa.func.max(deliveries.c.digest_date)).where(
+                mine & (deliveries.c.status == "sent"))).scalar()
+            since = (deliveries.c.digest_date > last_sent) if last_sent else sa.true()
+            bounces = conn.execute(sa.select(sa.func.count()).select_from(deliveries).where(
+                mine & (deliveries.c.status == "bounced") & since)).scalar_one()
+            known = conn.execute(sa.select(suppressions.c.email).where(suppressions.c.email == subscriber)).first()
+            if bounces < suppress_after or known:
+                return False
+            conn.execute(suppressions.insert().values(email=subscriber, reason=f"bounced: {detail}"[:2000],
+                                                      created_at=_now()))
+            return True
 
     def suppress(self, email: str, reason: str) -> None:
         with self.engine.begin() as conn:

@@ -76,6 +76,11 @@ class _Lines:
         return start + 1
 
 
+def is_email(text: str) -> bool:
+    """Whether `text` is a plain ASCII address like ada@example.org (nothing that could break a header)."""
+    return bool(_EMAIL.match(text)) and len(text) <= 254
+
+
 def is_delivery_day(frequency: str, day: date) -> bool:
     """Whether a subscriber with this frequency gets a digest on `day`."""
     if frequency == "daily":
@@ -139,7 +144,7 @@ class _Validator:
     def _email(self, value: Any) -> str:
         if value is None:
             self.problems.append(Problem(self.path, 1, "missing required key 'email'"))
-        elif not isinstance(value, str) or not _EMAIL.match(value.strip()) or len(value) > 254:
+        elif not isinstance(value, str) or not is_email(value.strip()):
             self.fail("email", f"email {value!r} is not a valid address (like ada@example.org)")
         else:
             return value.strip()

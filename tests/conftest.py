@@ -47,3 +47,25 @@ def subscribers_dir(tmp_path: Path) -> Path:
     target = tmp_path / "subscribers"
     shutil.copytree(SUBSCRIBERS, target)
     return target
+
+
+@pytest.fixture
+def smtp_app(make_config):
+    """Make Apps that deliver over SMTP to 127.0.0.1:`port`, with tiny retry delays; seeds ingested on DAY."""
+    from digest.pipeline import App
+
+    apps = []
+
+    def make(port: int, *, ingest: bool = True, **sections: dict) -> App:
+        sections["smtp"] = {"host": "127.0.0.1", "port": port, "security": "none", "timeout": 5,
+                            **sections.get("smtp", {})}
+        sections["delivery"] = {"transport": "smtp", "retry_delay": 0.01, **sections.get("delivery", {})}
+        application = App(make_config(**sections))
+        if ingest:
+            application.ingest([SEEDS], seen_on=DAY)
+        apps.append(application)
+        return application
+
+    yield make
+    for application in apps:
+        application.close()

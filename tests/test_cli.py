@@ -8,7 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import SEEDS, SUBSCRIBERS
+from digest.mail import message_id
+from digest.store import Store
+
+from .conftest import DAY, SEEDS, SUBSCRIBERS
+from .smtpd import Recorder, free_port, smtp_server
 
 
 def run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -83,3 +87,63 @@ def test_bad_date_is_a_usage_error(site):
     """A malformed --date is refused by the argument parser with exit 2."""
     result = run(site, "send", "--date", "12/06/2026")
     assert result.returncode == 2 and "is not a date like 2026-06-12" in result.stderr
+
+
+def use_smtp(site: Path, port: int) -> None:
+    with (site / "digest.toml").open("a") as config:
+        config.write(f'[delivery]\ntransport = "smtp"\nretry_delay = 0.01\n'
+                     f'[smtp]\nhost = "127.0.0.1"\nport = {port}\nsecurity = "none"\n')
+
+
+def test_send_to_sends_a_marked_test_and_leaves_the_send_log_alone(site):
+    """`send --to` delivers the subscriber's digest to that address as a [TEST]; the real send still follows."""
+    server = Recorder()
+    with smtp_server(server) as port:
+        use_smtp(site, port)
+        run(site, "ingest", "--date", "2026-06-12")
+        result = run(site, "send", "--date", "2026-06-12", "--subscriber", "ada@example.org",
+                     "--to", "tester@example.net")
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith("test sent to tester@example.net: [TEST] Test Digest")
+        assert "ada@example.org's digest" in result.stdout
+        [test] = server.messages
+        msg = test.message
+        assert test.rcpt_tos == ("tester@example.net",) and msg["To"] == "Ada Lovelace <tester@example.net>"
+        assert msg["Subject"].startswith("[TEST] ") and msg["X-Digest-Test"] == "yes"
+        assert msg["Message-ID"] != message_id("ada@example.org", DAY, "digest@example.org")
+        assert Store(f"sqlite:///{site / 'digest.db'}").deliveries_on(DAY) == []
+        real = run(site, "send", "--date", "2026-06-12", "--subscriber", "ada@example.org")
+    assert real.stdout.startswith("2026-06-12: sent 1,"), real.stderr
+    assert server.per_recipient() == {"tester@example.net": 1, "ada@example.org": 1}
+
+
+def test_test_send_to_the_outbox_goes_to_its_test_folder(site):
+    """With the outbox transport a test send is written under outbox/test/, never over a real digest."""
+    run(site, "ingest", "--date", "2026-06-12")
+    result = run(site, "send", "--date", "2026-06-12", "--subscriber", "ada@example.org", "--to", "ada@example.org")
+    assert result.returncode == 0, result.stderr
+    assert [p.relative_to(site).as_posix() for p in (site / "outbox").rglob("*.eml")] == [
+        "outbox/test/2026-06-12/ada@example.org.eml"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--to", "tester@example.net"], "give --subscriber EMAIL"),
+    (["--to", "tester@example.net\r\nBcc: x@evil.example", "--subscriber", "ada@example.org"],
+     "is not an email address"),
+])
+def test_send_to_usage_errors(site, args, message):
+    """--to needs --subscriber and a plain address (no header injection); both are usage errors, exit 2."""
+    result = run(site, "send", "--date", "2026-06-12", *args)
+    assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_unreachable_server_is_one_error_line_and_exit_1(site):
+    """With the SMTP server down the run says so once, counts the deferred digests, and exits 1."""
+    use_smtp(site, free_port())
+    run(site, "ingest", "--date", "2026-06-12")
+    result = run(site, "send", "--date", "2026-06-12")
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if line.startswith("digest: error:")]
+    assert len(errors) == 1 and "cannot connect to 127.0.0.1" in errors[0]
+    assert "3 more digests not attempted" in errors[0] and "Traceback" not in result.stderr
+    assert result.stdout.strip().endswith("sent 0, skipped 1, failed 0, deferred 4, retried 1, suppressed 0")

@@ -63,7 +63,10 @@ def test_readme_lists_every_setting():
     assert set(rows) == {s.name for s in SETTINGS}
     for setting in SETTINGS:
         default = setting.default
-        shown = "`" + (str(default).replace("'", '"') if not isinstance(default, str) else f'"{default}"') + "`"
+        if isinstance(default, bool):  # as TOML spells it
+            shown = f"`{str(default).lower()}`"
+        else:
+            shown = "`" + (str(default).replace("'", '"') if not isinstance(default, str) else f'"{default}"') + "`"
         assert rows[setting.name].startswith(shown), setting.name
 
 
