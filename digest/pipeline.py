@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from datetime import date
 from email.message import EmailMessage
 from pathlib import Path
@@ -18,14 +18,15 @@ from .config import Config
 from .deliver import OutboxTransport, Outcome, Transport, deliver_one, safe_name, write_atomic
 from .errors import UsageError
 from .mail import build_message
-from .models import Digest, Links, RecordError, Rendered, Subscriber
+from .models import Digest, Links, Paper, RecordError, Rendered, Subscriber
 from .render import Renderer
-from .select import Pool, SelectSettings, select_digest
+from .select import CorpusStats, Pool, Ranked, SelectSettings, Signals, rank, select_digest
 from .store import Store
 from .subscribers import Roster, is_delivery_day, load_subscribers
 from .tokens import Signer
 
 log = logging.getLogger("digest")
+SELECT_KEYS = [f.name for f in fields(SelectSettings)]
 
 
 @dataclass
@@ -89,8 +90,13 @@ class App:
         self.newsletter = config.newsletter_info
         secret = os.environ.get(config.newsletter.secret_env) or self.store.secret()
         self.signer = Signer(secret)
-        self.settings = SelectSettings(**{k: float(getattr(config.select, k)) for k in (
-            "relevance_floor", "title_weight", "upvote_weight", "recency_weight", "recency_half_life_days")})
+        self.settings = SelectSettings(**{k: float(getattr(config.select, k)) for k in SELECT_KEYS})
+        self.embedder = None
+        if self.settings.semantic_weight:
+            from .select.semantic import SentenceEmbedder  # the optional extra: imported only when asked for
+
+            self.embedder = SentenceEmbedder(self.store)
+        self._corpus: CorpusStats | None = None
         self.transport = transport or OutboxTransport(Path(config.delivery.outbox))
 
     def close(self) -> None:
@@ -130,8 +136,41 @@ class App:
             log.warning("skipping profile: %s", problem)
         return roster
 
-    def pool(self, day: date) -> Pool:
-        return Pool(self.store.candidates(day, self.config.select.window_days))
+    def corpus(self) -> CorpusStats:
+        """Term statistics of the whole store: cached in it, brought up to date once per run."""
+        if self._corpus is None:
+            saved = self.store.get_cache(CorpusStats.KEY)
+            stats = CorpusStats.from_bytes(saved) if saved else CorpusStats()
+            if stats.add_texts(self.store.texts_after(stats.max_id)) or saved is None:
+                self.store.put_cache(CorpusStats.KEY, stats.to_bytes())
+            self._corpus = stats
+        return self._corpus
+
+    def pool(self, day: date, papers: Sequence[Paper] | None = None) -> Pool:
+        """The day's candidates (or the given papers) analysed once for every subscriber."""
+        if papers is None:
+            papers = self.store.candidates(day, self.config.select.window_days)
+        return Pool(papers, self.corpus(), embedder=self.embedder)
+
+    def signals(self, subscribers: Sequence[Subscriber], day: date,
+                received: dict[str, set[int]] | None = None) -> dict[str, Signals]:
+        """What the store knows about each subscriber: received papers, feedback, seed papers (few queries)."""
+        emails = None if len(subscribers) != 1 else subscribers[0].email
+        if received is None:
+            received = ({emails: self.store.received_before(emails, day)} if emails
+                        else self.store.received_by_subscriber(day))
+        feedback = self.store.feedback_by_subscriber(emails)
+        marked = self.store.papers_by_id(i for votes in feedback.values() for i in votes)
+        seeds = self.store.find_papers(r for s in subscribers for i in s.interests for r in i.seed_papers)
+        out = {}
+        for sub in subscribers:
+            votes = feedback.get(sub.email, {})
+            out[sub.email] = Signals(
+                received=frozenset(received.get(sub.email, set())),
+                liked=tuple(marked[i] for i, v in sorted(votes.items()) if v > 0 and i in marked),
+                disliked=tuple(marked[i] for i, v in sorted(votes.items()) if v < 0 and i in marked),
+                seeds={r: seeds[r] for i in sub.interests for r in i.seed_papers if r in seeds})
+        return out
 
     def links(self, subscriber: Subscriber) -> Links:
         base = self.newsletter.base_url
@@ -140,18 +179,40 @@ class App:
                      unsubscribe_mailto=self.newsletter.unsubscribe_mailto or None)
 
     def compose(self, subscriber: Subscriber, day: date, pool: Pool, *, received: set[int] | None = None,
-                test: bool = False) -> Composed:
+                signals: Signals | None = None, test: bool = False) -> Composed:
         """Select, render and build the message for one subscriber (shared by preview and send).
 
-        `received` (the papers this subscriber already got) is read from the store when not given;
-        a run over many subscribers reads it for all of them in one query.
+        `signals` (what the store knows about the subscriber) are read from the store when not
+        given; a run over many subscribers reads them for all of them in a few queries.
         """
-        if received is None:
-            received = self.store.received_before(subscriber.email, day)
-        digest = select_digest(pool, subscriber, day=day, received=received, settings=self.settings)
+        if signals is None:
+            known = {subscriber.email: received} if received is not None else None
+            signals = self.signals([subscriber], day, known)[subscriber.email]
+        digest = select_digest(pool, subscriber, day=day, settings=self.settings, signals=signals)
         rendered = self.renderer.render(digest, self.newsletter, self.links(subscriber))
         message = build_message(rendered, subscriber, self.newsletter, day, test=test)
         return Composed(digest, rendered, message)
+
+    def rank(self, subscriber: Subscriber, day: date, *, papers: Sequence[Paper] | None = None,
+             limit: int | None = None) -> list[Ranked]:
+        """The subscriber's ranked candidates with their score parts (what `digest rank` prints)."""
+        if papers is not None:
+            known = self.store.find_papers(p.arxiv_id or p.title for p in papers)
+            papers = [replace(p, store_id=known[p.arxiv_id or p.title].store_id)
+                      if (p.arxiv_id or p.title) in known else p for p in papers]
+        signals = self.signals([subscriber], day)[subscriber.email]
+        return rank(self.pool(day, papers), subscriber, day=day, settings=self.settings, signals=signals,
+                    limit=limit)
+
+    def feedback(self, email: str, ref: str, more: bool) -> Paper:
+        """Record more/less-like-this for a paper named by arXiv id, `#store id` or title."""
+        if self.roster().find(email) is None:
+            raise UsageError(f"no valid subscriber {email!r} in {self.config.subscribers.dir}")
+        found = self.store.find_papers([ref]).get(ref)
+        if found is None or found.store_id is None:
+            raise UsageError(f"no paper {ref!r} in the store (give an arXiv id, #id or the exact title)")
+        self.store.add_feedback(email, found.store_id, 1 if more else -1)
+        return found
 
     def chosen(self, roster: Roster, only: str | None) -> list[Subscriber]:
         if only is None:
@@ -187,15 +248,15 @@ class App:
         report = SendReport(day, invalid_profiles=len(roster.invalid_files))
         pool = self.pool(day)
         suppressed = {email.lower(): reason for email, reason in self.store.suppressed().items()}
-        received = self.store.received_by_subscriber(day)
+        chosen = self.chosen(roster, only)
+        signals = self.signals(chosen, day)
         sent = {r.subscriber for r in self.store.deliveries_on(day) if r.status == "sent"}
-        for subscriber in self.chosen(roster, only):
+        for subscriber in chosen:
             try:
                 if subscriber.email in sent:
                     outcome = Outcome(subscriber.email, "skipped", "already sent")
                 else:
-                    outcome = self._send_one(subscriber, day, pool, suppressed,
-                                             received.get(subscriber.email, set()), dry_run)
+                    outcome = self._send_one(subscriber, day, pool, suppressed, signals[subscriber.email], dry_run)
             except Exception as exc:  # one broken digest must not stop the others
                 log.exception("failed to build the digest for %s", subscriber.email)
                 outcome = Outcome(subscriber.email, "failed", f"{exc.__class__.__name__}: {exc}")
@@ -205,13 +266,13 @@ class App:
         return report
 
     def _send_one(self, subscriber: Subscriber, day: date, pool: Pool, suppressed: dict[str, str],
-                  received: set[int], dry_run: bool) -> Outcome:
+                  signals: Signals, dry_run: bool) -> Outcome:
         email = subscriber.email
         if email.lower() in suppressed:
             return Outcome(email, "skipped", f"suppressed ({suppressed[email.lower()]})")
         if not is_delivery_day(subscriber.frequency, day):
             return Outcome(email, "skipped", f"not a delivery day for frequency {subscriber.frequency}")
-        composed = self.compose(subscriber, day, pool, received=received)
+        composed = self.compose(subscriber, day, pool, signals=signals)
         if composed.digest.count == 0:
             return Outcome(email, "skipped", "nothing new above the relevance floor")
         if dry_run:

@@ -47,3 +47,16 @@ def subscribers_dir(tmp_path: Path) -> Path:
     target = tmp_path / "subscribers"
     shutil.copytree(SUBSCRIBERS, target)
     return target
+
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def background_papers():
+    """The 300 real arXiv papers of the committed fixture, as Papers (a store's worth of term statistics)."""
+    import gzip
+
+    from digest.sources.jsonl import parse
+
+    text = gzip.decompress((FIXTURES / "arxiv_sample_head.jsonl.gz").read_bytes()).decode()
+    return list(parse(text, "fixture", seen_on=DAY).papers)

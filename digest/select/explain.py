@@ -1,0 +1,94 @@
+"""Why a paper was picked: the parts of its score and the terms and papers it matched.
+
+Computed only for the papers that are shown, so a digest of ten papers pays for ten explanations,
+not for the whole pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..models import Paper
+from .profile import Part, papers_unit
+from .text import bigrams, columns, surface_forms, tokens
+
+if TYPE_CHECKING:
+    from .rank import Scores
+
+MENTION_SHARE = 0.15  # a seed, liked paper or semantic match is named when it gives this share of the score
+TITLE_CHARS = 60
+
+
+def _short(title: str) -> str:
+    return title if len(title) <= TITLE_CHARS else title[: TITLE_CHARS - 1].rstrip() + "…"
+
+
+class Explainer:
+    """Score parts and reasons for the papers of one subscriber's ranking."""
+
+    def __init__(self, scores: Scores) -> None:
+        self.scores = scores
+        self.index = scores.index
+
+    def _part(self, part: Part, i: int) -> float:
+        return part.coef * float(self.index.scores(part.unit)[i])
+
+    def parts(self, i: int) -> dict[str, float]:
+        """The relevance of paper i split into keywords, description, seeds, semantic and feedback."""
+        s = self.scores
+        n = int(s.best[i])
+        ci = s.interests[n]
+        weight = ci.interest.weight
+        out = dict.fromkeys(("keywords", "description", "seeds"), 0.0)
+        for part in ci.parts:
+            out[part.kind if part.kind != "keyword" else "keywords"] += weight * self._part(part, i)
+        total = float(s.interest_relevance(n)[i]) if s.semantic is not None else sum(out.values())
+        out["semantic"] = total - sum(out.values())
+        out["feedback"] = float(s.feedback_score[i])
+        return {k: round(v, 4) for k, v in out.items()}
+
+    def reasons(self, i: int) -> tuple[str, ...]:
+        """The matched keywords (strongest first), description words, and the papers it resembles."""
+        s = self.scores
+        ci = s.interests[int(s.best[i])]
+        relevance = max(float(s.relevance[i]), 1e-9)
+        keywords = [(self._part(p, i), p.label) for p in ci.parts if p.kind == "keyword"]
+        matched = [self._as_matched(label, i) for value, label in sorted(keywords, key=lambda kv: -kv[0]) if value > 0]
+        reasons = list(dict.fromkeys(term for terms in matched for term in terms))
+        if ci.description_words:
+            cols = np.array(list(ci.description_words), dtype=np.int64)
+            present = self.scores.pool.has_terms(i, cols)
+            reasons += list(dict.fromkeys(ci.description_words[int(c)] for c in cols[present]))
+        for part in ci.parts:
+            if part.kind == "seeds" and ci.interest.weight * self._part(part, i) >= MENTION_SHARE * relevance:
+                reasons.append(f"like seed “{_short(self._closest('seed:', ci.seed_papers, i).title)}”")
+        parts = self.parts(i) if s.semantic is not None else {}
+        if parts.get("semantic", 0.0) >= MENTION_SHARE * relevance:
+            reasons.append(f"close in meaning ({float(s.semantic[int(s.best[i])][i]):.2f})")  # type: ignore[index]
+        for part in s.feedback:
+            if part.kind == "liked" and self._part(part, i) >= MENTION_SHARE * relevance:
+                liked = self._closest("liked1:", self._liked(), i)
+                reasons.append(f"like “{_short(liked.title)}”, marked more")
+        return tuple(reasons)
+
+    def _as_matched(self, keyword: str, i: int) -> list[str]:
+        """The keyword when the paper has it (a phrase: all its word pairs), else the words of it the paper has."""
+        words = tokens(keyword)
+        if len(words) < 2 or self.scores.pool.has_terms(i, columns(bigrams(words))).all():
+            return [keyword]
+        forms = surface_forms(keyword)
+        present = self.scores.pool.has_terms(i, columns(words))
+        return [forms.get(w, w) for w, hit in zip(words, present, strict=True) if hit]
+
+    def _liked(self) -> Sequence[Paper]:
+        return self.scores.liked
+
+    def _closest(self, prefix: str, papers: Sequence[Paper], i: int) -> Paper:
+        """Of several papers, the one whose own vector scores paper i highest."""
+        if len(papers) == 1:
+            return papers[0]
+        values = [float(self.index.scores(papers_unit(prefix, [p], self.index))[i]) for p in papers]
+        return papers[int(np.argmax(values))]
