@@ -16,13 +16,13 @@ from pathlib import Path
 from . import sources
 from .config import Config
 from .deliver import OutboxTransport, Outcome, Transport, deliver_one, safe_name, write_atomic
-from .errors import UsageError
+from .errors import ProfileError, UsageError
 from .mail import build_message
 from .models import Digest, Links, Paper, RecordError, Rendered, Subscriber
 from .render import Renderer
 from .select import CorpusStats, Pool, Ranked, SelectSettings, Signals, rank, select_digest
 from .store import Store
-from .subscribers import Roster, is_delivery_day, load_subscribers
+from .subscribers import Roster, is_delivery_day, load_subscribers, parse_profile
 from .tokens import Signer
 
 log = logging.getLogger("digest")
@@ -203,6 +203,23 @@ class App:
         signals = self.signals([subscriber], day)[subscriber.email]
         return rank(self.pool(day, papers), subscriber, day=day, settings=self.settings, signals=signals,
                     limit=limit)
+
+    def profile(self, email: str | None = None, path: Path | None = None) -> Subscriber:
+        """A subscriber of the roster by email, or one profile file (`digest rank --profile`)."""
+        if path is None:
+            return self.chosen(self.roster(), email)[0]
+        subscriber, problems = parse_profile(path)
+        if subscriber is None:
+            raise ProfileError("; ".join(str(p) for p in problems))
+        return subscriber
+
+    def read_papers(self, path: Path, day: date) -> tuple[list[Paper], list[RecordError]]:
+        """The papers of one file (any format `ingest` reads), without storing them."""
+        try:
+            result = sources.parse_file(path, seen_on=day)
+        except sources.SourceError as exc:
+            raise UsageError(f"{path}: {exc}") from exc
+        return list(result.papers), list(result.errors)
 
     def feedback(self, email: str, ref: str, more: bool) -> Paper:
         """Record more/less-like-this for a paper named by arXiv id, `#store id` or title."""
