@@ -21,6 +21,7 @@ from .mail import build_message
 from .models import Digest, Links, Paper, RecordError, Rendered, Subscriber
 from .render import Renderer
 from .select import CorpusStats, Pool, Ranked, SelectSettings, Signals, rank, select_digest
+from .select.batch import prepare
 from .store import Store
 from .subscribers import Roster, is_delivery_day, load_subscribers, parse_profile
 from .tokens import Signer
@@ -267,6 +268,7 @@ class App:
         suppressed = {email.lower(): reason for email, reason in self.store.suppressed().items()}
         chosen = self.chosen(roster, only)
         signals = self.signals(chosen, day)
+        prepare(pool, chosen, self.settings)  # every subscriber's keywords in one sparse product
         sent = {r.subscriber for r in self.store.deliveries_on(day) if r.status == "sent"}
         for subscriber in chosen:
             try:

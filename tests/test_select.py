@@ -186,3 +186,25 @@ def test_many_units_at_once_equal_one_at_a_time(corpus):
     batch.prepare(units)
     for unit in units:
         assert np.allclose(batch.scores(unit), one.scores(unit))
+
+
+def test_many_subscribers_at_once_agree_with_one_at_a_time(corpus):
+    """The vectorised ranking of many subscribers picks the same top papers as `rank` does for each."""
+    from digest.select.batch import rank_many
+
+    subs = [ADA, Subscriber(email="b@example.org", interests=(Interest("S", ("LLM serving", "sheep"), weight=2.0),)),
+            Subscriber(email="c@example.org"),
+            Subscriber(email="d@example.org", interests=(Interest("D", description="Herding sheep with dogs."),))]
+    pool = Pool(POOL, corpus)
+    top = rank_many(pool, subs, day=DAY, settings=SETTINGS, k=3, chunk=2)
+    plain = replace(SETTINGS, diversity=0.0)
+    for row, sub in enumerate(subs):
+        if not sub.interests:
+            assert not top.passes[row].any()
+            continue
+        one = [r for r in rank(pool, replace(sub, exclude=()), day=DAY, settings=plain, limit=3) if r.score > 0]
+        assert one  # every profile here matches something
+        n = len(one)  # papers scoring 0 tie, in any order
+        assert [pool.papers[i].store_id for i in top.papers[row][:n]] == [r.paper.store_id for r in one]
+        assert np.allclose(top.scores[row][:n], [r.score for r in one], rtol=1e-4)
+        assert list(top.passes[row][:n]) == [r.passes_floor for r in one]
