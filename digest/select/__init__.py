@@ -35,5 +35,5 @@ def select_digest(pool: Pool, subscriber: Subscriber, *, day: date, settings: Se
         signals = Signals(received=frozenset(received))
     elif received:
         signals = Signals(signals.received | frozenset(received), signals.liked, signals.disliked, signals.seeds)
-    picks = rank(pool, subscriber, day=day, settings=settings, signals=signals)
+    picks = rank(pool, subscriber, day=day, settings=settings, signals=signals, parts=False)
     return Digest(subscriber, day, group(picks), trending=not subscriber.interests)

@@ -7,6 +7,7 @@ not for the whole pool.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -24,6 +25,14 @@ TITLE_CHARS = 60
 
 def _short(title: str) -> str:
     return title if len(title) <= TITLE_CHARS else title[: TITLE_CHARS - 1].rstrip() + "…"
+
+
+@lru_cache(maxsize=50_000)
+def _phrase(keyword: str) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
+    """A keyword's words as written, the columns of its word pairs, and of its words."""
+    words = tokens(keyword)
+    forms = surface_forms(keyword)
+    return tuple(forms.get(w, w) for w in words), columns(bigrams(words)), columns(words)
 
 
 class Explainer:
@@ -76,12 +85,11 @@ class Explainer:
 
     def _as_matched(self, keyword: str, i: int) -> list[str]:
         """The keyword when the paper has it (a phrase: all its word pairs), else the words of it the paper has."""
-        words = tokens(keyword)
-        if len(words) < 2 or self.scores.pool.has_terms(i, columns(bigrams(words))).all():
+        shown, pairs, cols = _phrase(keyword)
+        if not len(pairs) or self.scores.pool.has_terms(i, pairs).all():
             return [keyword]
-        forms = surface_forms(keyword)
-        present = self.scores.pool.has_terms(i, columns(words))
-        return [forms.get(w, w) for w, hit in zip(words, present, strict=True) if hit]
+        present = self.scores.pool.has_terms(i, cols)
+        return [word for word, hit in zip(shown, present, strict=True) if hit]
 
     def _liked(self) -> Sequence[Paper]:
         return self.scores.liked

@@ -135,6 +135,8 @@ class Pool:
         self._present, self._present_rows = present.tocsc(), present
         self._embeddings: np.ndarray | None = None
         self._queries: dict[Any, np.ndarray] = {}
+        self._contains: dict[str, np.ndarray] = {}
+        self._terms: dict[int, frozenset[int]] = {}
 
     def __len__(self) -> int:
         return len(self.papers)
@@ -147,6 +149,11 @@ class Pool:
 
     def contains(self, phrase: str) -> np.ndarray:
         """Which papers contain the phrase (a word, or all of a phrase's word pairs) in title or abstract."""
+        if phrase not in self._contains:
+            self._contains[phrase] = self._find(phrase)
+        return self._contains[phrase]
+
+    def _find(self, phrase: str) -> np.ndarray:
         words = tokens(phrase)
         needed = columns(bigrams(words) if len(words) > 1 else words)
         if not len(needed):
@@ -156,8 +163,11 @@ class Pool:
 
     def has_terms(self, i: int, cols: np.ndarray) -> np.ndarray:
         """Which of the hashed columns paper i contains."""
-        start, end = self._present_rows.indptr[i], self._present_rows.indptr[i + 1]
-        return np.isin(cols, self._present_rows.indices[start:end])
+        found = self._terms.get(i)
+        if found is None:  # a set per shown paper: a few columns are looked up per reason
+            start, end = self._present_rows.indptr[i], self._present_rows.indptr[i + 1]
+            found = self._terms[i] = frozenset(self._present_rows.indices[start:end].tolist())
+        return np.fromiter((c in found for c in cols.tolist()), dtype=bool, count=len(cols))
 
     def semantic(self, interest: Interest, seeds: Sequence[Paper]) -> np.ndarray:
         """Cosine similarity of every paper's embedding to the interest's (its words and seed papers)."""

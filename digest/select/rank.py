@@ -171,8 +171,11 @@ def mmr(index: Index, order: np.ndarray, score: np.ndarray, wanted: int, diversi
 
 
 def rank(pool: Pool, subscriber: Subscriber, *, day: date, settings: SelectSettings,
-         signals: Signals | None = None, limit: int | None = None) -> list[Ranked]:
-    """The subscriber's candidates, best first: the digest's picks, or with `limit` the top N regardless of floor."""
+         signals: Signals | None = None, limit: int | None = None, parts: bool = True) -> list[Ranked]:
+    """The subscriber's candidates, best first: the digest's picks, or with `limit` the top N regardless of floor.
+
+    `parts=False` leaves out the score breakdown (a digest does not show it).
+    """
     signals = signals or Signals()
     blocked = _blocked(pool, subscriber, signals)
     if not subscriber.interests:
@@ -192,7 +195,7 @@ def rank(pool: Pool, subscriber: Subscriber, *, day: date, settings: SelectSetti
     return [Ranked(pool.papers[i], n + 1, round(float(final[i]), 4), round(float(scores.relevance[i]), 4),
                    bool(passes[i]), scores.section(i), explain.reasons(i),
                    explain.parts(i) | {"trend": round(float(trend[i]), 4), "recency": round(float(recency[i]), 4),
-                                       "boost": round(float(boost[i]), 4)})
+                                       "boost": round(float(boost[i]), 4)} if parts else {})
             for n, i in enumerate(picks)]
 
 

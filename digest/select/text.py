@@ -83,11 +83,18 @@ def terms(text: str) -> list[str]:
 
 def columns(items: Iterable[str]) -> np.ndarray:
     """The hashed column of each term, in order."""
-    items = list(items)
+    return _columns(tuple(items))
+
+
+@lru_cache(maxsize=100_000)
+def _columns(items: tuple[str, ...]) -> np.ndarray:
+    # Cached: explaining a digest asks for the same keywords' columns again and again.
     if not items:
         return np.zeros(0, dtype=np.int64)
     row = _HASHER.transform([[term] for term in items])
-    return np.asarray(row.indices, dtype=np.int64)
+    found = np.asarray(row.indices, dtype=np.int64)
+    found.flags.writeable = False
+    return found
 
 
 def count_matrix(texts: Iterable[str]) -> sp.csr_matrix:
@@ -98,6 +105,7 @@ def count_matrix(texts: Iterable[str]) -> sp.csr_matrix:
     return sp.csr_matrix(_HASHER.transform(rows), dtype=np.float64)
 
 
+@lru_cache(maxsize=10_000)
 def surface_forms(text: str) -> dict[str, str]:
     """Each light form of `text`'s words mapped to the first word it came from, to show terms as written."""
     text = _ACRONYM_PLURAL.sub(r"\1", text)
