@@ -201,6 +201,8 @@ class FeedbackStore:
     def find_papers(self, refs: Iterable[str]) -> dict[str, Paper]:
         """Papers named by arXiv id (any version), store id (`#12`) or title; unknown references are left out."""
         refs = list(dict.fromkeys(refs))
+        if not refs:
+            return {}
         by_id = {r: int(r.lstrip("#")) for r in refs if r.lstrip("#").isdigit()}
         by_arxiv = {clean_arxiv_id(r.removeprefix("arXiv:")): r for r in refs if r not in by_id}
         by_arxiv.pop(None, None)

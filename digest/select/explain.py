@@ -38,9 +38,21 @@ def _phrase(keyword: str) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
 class Explainer:
     """Score parts and reasons for the papers of one subscriber's ranking."""
 
-    def __init__(self, scores: Scores) -> None:
+    def __init__(self, scores: Scores, picks: Sequence[int]) -> None:
         self.scores = scores
         self.index = scores.index
+        self.column = {int(i): n for n, i in enumerate(picks)}
+        self.picks = np.asarray(picks, dtype=np.int64)
+        self._keywords: dict[int, tuple[list[str], np.ndarray]] = {}
+
+    def _keyword_values(self, n: int) -> tuple[list[str], np.ndarray]:
+        """Interest n's keywords and their scores on every pick (keywords × picks), one row per keyword."""
+        if n not in self._keywords:
+            parts = [p for p in self.scores.interests[n].parts if p.kind == "keyword"]
+            values = np.array([self.index.scores(p.unit)[self.picks] for p in parts])
+            values = values.reshape(len(parts), len(self.picks))
+            self._keywords[n] = [p.label for p in parts], values
+        return self._keywords[n]
 
     def _part(self, part: Part, i: int) -> float:
         return part.coef * float(self.index.scores(part.unit)[i])
@@ -64,9 +76,15 @@ class Explainer:
         s = self.scores
         ci = s.interests[int(s.best[i])]
         relevance = max(float(s.relevance[i]), 1e-9)
-        keywords = [(self._part(p, i), p.label) for p in ci.parts if p.kind == "keyword"]
-        matched = [self._as_matched(label, i) for value, label in sorted(keywords, key=lambda kv: -kv[0]) if value > 0]
-        reasons = list(dict.fromkeys(term for terms in matched for term in terms))
+        key = (ci.key, i)  # shared by every interest with these keywords
+        reasons = self.index.memo.get(key)
+        if reasons is None:
+            labels, values = self._keyword_values(int(s.best[i]))
+            column = values[:, self.column[i]]
+            strongest = [labels[k] for k in np.argsort(-column, kind="stable") if column[k] > 0]
+            reasons = self.index.memo[key] = list(dict.fromkeys(
+                term for label in strongest for term in self._as_matched(label, i)))
+        reasons = list(reasons)
         if ci.description_words:
             cols = np.array(list(ci.description_words), dtype=np.int64)
             present = self.scores.pool.has_terms(i, cols)
@@ -85,6 +103,13 @@ class Explainer:
 
     def _as_matched(self, keyword: str, i: int) -> list[str]:
         """The keyword when the paper has it (a phrase: all its word pairs), else the words of it the paper has."""
+        key = ("matched", keyword, i)
+        found = self.index.memo.get(key)
+        if found is None:  # the same keyword and paper come up for many subscribers of a run
+            found = self.index.memo[key] = self._match(keyword, i)
+        return found  # type: ignore[no-any-return]
+
+    def _match(self, keyword: str, i: int) -> list[str]:
         shown, pairs, cols = _phrase(keyword)
         if not len(pairs) or self.scores.pool.has_terms(i, pairs).all():
             return [keyword]

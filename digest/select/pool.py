@@ -23,6 +23,7 @@ from .corpus import CorpusStats, Fields, bm25_weights
 from .text import bigrams, columns, tokens
 
 SIMILARITY_MATRIX_LIMIT = 3000  # pools up to this size keep every pair's similarity in memory
+MEMO_FLOATS = 25_000_000  # at most this many floats (200 MB) of per-interest scores are kept per pool
 
 
 class Embedder(Protocol):
@@ -61,7 +62,16 @@ class Index:
         self.corpus, self.title_weight = corpus, title_weight
         self._units: dict[str, np.ndarray] = {}
         self.memo: dict[Any, Any] = {}  # compiled interests and paper vectors, shared by subscribers
+        self._vectors_left = MEMO_FLOATS // max(weights.shape[0], 1)
+        self.zeros = np.zeros(weights.shape[0])
+        self.zeros.flags.writeable = False
         self._similarity: np.ndarray | None = None
+
+    def remember(self, key: Any, value: Any, vectors: int = 0) -> None:
+        """Memoise a value holding `vectors` pool-length arrays, while the memory budget lasts."""
+        if vectors <= self._vectors_left:
+            self._vectors_left -= vectors
+            self.memo[key] = value
 
     def local(self, cols: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Keep the terms the pool has, as local column numbers."""
@@ -109,14 +119,14 @@ class Index:
         norm = math.sqrt(float(centroid.multiply(centroid).sum())) or 1.0
         return centroid.indices.astype(np.int64), centroid.data / norm
 
-    def similarity(self, picks: np.ndarray) -> np.ndarray:
-        """Cosine similarity between the given papers (rows) and every paper of the pool."""
-        n = self.matrix.shape[0]
-        if n <= SIMILARITY_MATRIX_LIMIT:
-            if self._similarity is None:
-                self._similarity = np.asarray((self.rows @ self.rows.T).toarray())
-            return self._similarity[picks]
-        return np.asarray((self.rows[picks] @ self.rows.T).toarray())
+    def similarity_among(self, picks: np.ndarray) -> np.ndarray:
+        """Cosine similarity between each pair of the given papers (a small pool keeps every pair)."""
+        if self.matrix.shape[0] > SIMILARITY_MATRIX_LIMIT:
+            rows = self.rows[picks]
+            return np.asarray((rows @ rows.T).toarray())
+        if self._similarity is None:
+            self._similarity = np.asarray((self.rows @ self.rows.T).toarray())
+        return self._similarity[picks][:, picks]
 
 
 class Pool:

@@ -56,6 +56,7 @@ class CompiledInterest:
     parts: tuple[Part, ...]
     description_words: Mapping[int, str] = field(default_factory=dict)  # hashed column → word as written
     seed_papers: tuple[Paper, ...] = ()
+    key: object = None  # what interests with the same words share (memo keys)
 
 
 def _unit(key: str, weighted: Mapping[str, float]) -> Unit:
