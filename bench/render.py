@@ -31,6 +31,7 @@ from digest.filters import clear_caches  # noqa: E402
 from digest.models import Interest, Subscriber  # noqa: E402
 from digest.pipeline import App  # noqa: E402
 from digest.render import Renderer, inline_css  # noqa: E402
+from digest.select.batch import prepare  # noqa: E402
 
 DAY = date(2026, 6, 12)
 # Keyword sets a research-newsletter audience would write, in the seed papers' fields.
@@ -72,9 +73,10 @@ def run(app: App, subscribers: list[Subscriber]) -> tuple[float, int, int]:
     clear_caches()  # each run starts with cold formatting caches, as a send process does
     start = time.perf_counter()
     pool = app.pool(DAY)  # what a send run does once, then once per subscriber:
-    received = app.store.received_by_subscriber(DAY)
+    signals = app.signals(subscribers, DAY)  # everyone's history and feedback in a few queries
+    prepare(pool, subscribers, app.settings)  # everyone's keywords scored in one sparse product
     for subscriber in subscribers:
-        composed = app.compose(subscriber, DAY, pool, received=received.get(subscriber.email, set()))
+        composed = app.compose(subscriber, DAY, pool, signals=signals[subscriber.email])
         papers += composed.digest.count
         size += len(composed.message.as_bytes())
     return time.perf_counter() - start, papers, size

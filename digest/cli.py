@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import os
 import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path
+from typing import Any
 
 from . import jobs
 from .config import Config, load_config
 from .errors import DigestError, UsageError
+from .filters import paper_url
 from .logs import setup_logging
 from .pipeline import NOT_ATTEMPTED, App, IngestReport, SendReport
+from .select import Ranked
 from .status import delivery_lines, render_status
 from .subscribers import load_subscribers
 
@@ -76,7 +81,29 @@ def _parser() -> argparse.ArgumentParser:
 
     status = commands.add_parser("status", help="recent runs, sources, deliveries of a date, next sends")
     status.add_argument("--date", type=_date, default=None, help="deliveries of this date (default: today, UTC)")
+
+    rank = commands.add_parser("rank", help="print a subscriber's ranked candidates, score parts and reasons")
+    who = rank.add_mutually_exclusive_group(required=True)
+    who.add_argument("--subscriber", metavar="EMAIL")
+    who.add_argument("--profile", type=Path, metavar="FILE.toml", help="a profile file instead of the roster")
+    rank.add_argument("--papers", type=Path, metavar="FILE", help="rank exactly these papers (any ingest format)")
+    rank.add_argument("--date", type=_date, default=None, help="digest date (default: today)")
+    rank.add_argument("--limit", type=_positive, default=None, help="the top N, whatever the floor and max_papers")
+    rank.add_argument("--json", action="store_true", help="print a JSON array, best first")
+
+    feedback = commands.add_parser("feedback", help="record that a subscriber wants more or less like a paper")
+    feedback.add_argument("--subscriber", metavar="EMAIL", required=True)
+    feedback.add_argument("--paper", metavar="ID", required=True, help="arXiv id, #store-id or exact title")
+    vote = feedback.add_mutually_exclusive_group(required=True)
+    vote.add_argument("--more", action="store_true")
+    vote.add_argument("--less", action="store_true")
     return parser
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number above 0")
+    return int(text)
 
 
 def _print_ingest(app: App, paths: Sequence[Path], day: date) -> int:
@@ -250,10 +277,63 @@ def cmd_status(config: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _ranked_json(r: Ranked) -> dict[str, Any]:
+    paper = r.paper
+    return {"rank": r.rank, "id": paper.arxiv_id or (f"#{paper.store_id}" if paper.store_id else paper.key),
+            "store_id": paper.store_id, "title": paper.title, "url": paper_url(paper), "score": r.score,
+            "relevance": r.relevance, "passes_floor": r.passes_floor, "section": r.section,
+            "reasons": list(r.reasons), "parts": r.parts}
+
+
+def _ranked_text(r: Ranked) -> str:
+    paper, parts = r.paper, r.parts
+    ref = paper.arxiv_id or (f"#{paper.store_id}" if paper.store_id else "-")
+    mark = "✓" if r.passes_floor else "·"
+    split = ", ".join(f"{k} {v:.2f}" for k, v in parts.items()
+                      if k not in ("trend", "recency", "boost") and v)
+    boosts = f"trend {parts.get('trend', 0):.2f}, recency {parts.get('recency', 0):.2f}"
+    return (f"{r.rank:3d}. {r.score:8.2f} {mark} [{r.section}] {ref}  {' '.join(paper.title.split())}\n"
+            f"      relevance {r.relevance:.2f} ({split or 'none'}); {boosts}\n"
+            f"      matched: {', '.join(r.reasons) or '-'}")
+
+
+def cmd_rank(config: Config, args: argparse.Namespace) -> int:
+    app = App(config)
+    day = args.date or date.today()
+    try:
+        subscriber = app.profile(args.subscriber, args.profile)
+        papers = None
+        if args.papers:
+            papers, errors = app.read_papers(args.papers, day)
+            for error in errors:
+                print(f"error: {error}", file=sys.stderr)
+        ranked = app.rank(subscriber, day, papers=papers, limit=args.limit)
+    finally:
+        app.close()
+    if args.json:
+        print(json.dumps([_ranked_json(r) for r in ranked], ensure_ascii=False, indent=1))
+        return EXIT_OK
+    print(f"{subscriber.email} on {day}: {len(ranked)} papers, ✓ = passes the relevance floor "
+          f"{app.settings.relevance_floor:g}")
+    for r in ranked:
+        print(_ranked_text(r))
+    return EXIT_OK
+
+
+def cmd_feedback(config: Config, args: argparse.Namespace) -> int:
+    app = App(config)
+    try:
+        paper = app.feedback(args.subscriber, args.paper, more=args.more)
+    finally:
+        app.close()
+    print(f"{args.subscriber}: {'more' if args.more else 'less'} like “{' '.join(paper.title.split())}”")
+    return EXIT_OK
+
+
 COMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
     "ingest": cmd_ingest, "subscribers": cmd_subscribers, "preview": cmd_preview,
     "send": cmd_send, "run": cmd_run, "fetch": cmd_fetch, "schedule": cmd_schedule, "status": cmd_status,
-    "serve": cmd_serve,
+    "serve": cmd_serve, "rank": cmd_rank, "feedback": cmd_feedback,
 }
 
 
@@ -271,6 +351,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("digest: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `digest rank | head` stopped reading: not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -90,11 +90,13 @@ class ParseResult:
 
 @dataclass(frozen=True)
 class Interest:
-    """One topic of a subscriber, as keywords and phrases."""
+    """One topic of a subscriber: keywords and phrases, a description in words, papers it is like."""
 
     name: str
-    keywords: tuple[str, ...]
+    keywords: tuple[str, ...] = ()
     weight: float = 1.0
+    description: str = ""
+    seed_papers: tuple[str, ...] = ()  # arXiv ids or titles
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import date
 from email.message import EmailMessage
 from functools import cached_property
@@ -17,19 +17,21 @@ from pathlib import Path
 from . import sources
 from .config import Config
 from .deliver import OutboxTransport, Outcome, RetryPolicy, Transport, deliver_one, safe_name, send_test, write_atomic
-from .errors import UsageError
+from .errors import ProfileError, UsageError
 from .logs import progress
 from .mail import build_message
-from .models import Digest, Links, RecordError, Rendered, Subscriber
+from .models import Digest, Links, Paper, RecordError, Rendered, Subscriber
 from .render import Renderer
-from .select import Pool, SelectSettings, select_digest
+from .select import CorpusStats, Pool, Ranked, SelectSettings, Signals, rank, select_digest
+from .select.batch import prepare
 from .signing import DkimSigner
 from .smtp import SmtpSettings, SmtpTransport
 from .store import DeliveryRecord, Store
-from .subscribers import Roster, is_delivery_day, is_email, load_subscribers
+from .subscribers import Roster, is_delivery_day, is_email, load_subscribers, parse_profile
 from .tokens import Signer
 
 log = logging.getLogger("digest")
+SELECT_KEYS = [f.name for f in fields(SelectSettings)]
 QUIET_DAY_PAPERS = 3
 NOT_ATTEMPTED = "not attempted"  # the reason of digests left pending because the transport stopped
 
@@ -91,7 +93,7 @@ class _Run:
     day: date
     pool: Pool
     suppressed: dict[str, str]
-    received: dict[str, set[int]]
+    signals: dict[str, Signals]
     done: dict[str, DeliveryRecord]  # sent or bounced on this date: never sent again
     dry_run: bool
     halted: str = ""
@@ -129,8 +131,13 @@ class App:
         self.newsletter = config.newsletter_info
         secret = os.environ.get(config.newsletter.secret_env) or self.store.secret()
         self.signer = Signer(secret)
-        self.settings = SelectSettings(**{k: float(getattr(config.select, k)) for k in (
-            "relevance_floor", "title_weight", "upvote_weight", "recency_weight", "recency_half_life_days")})
+        self.settings = SelectSettings(**{k: float(getattr(config.select, k)) for k in SELECT_KEYS})
+        self.embedder = None
+        if self.settings.semantic_weight:
+            from .select.semantic import SentenceEmbedder  # the optional extra: imported only when asked for
+
+            self.embedder = SentenceEmbedder(self.store)
+        self._corpus: CorpusStats | None = None
         self.retry = RetryPolicy(config.delivery.attempts, float(config.delivery.retry_delay))
         self._transport = transport
 
@@ -194,8 +201,41 @@ class App:
         return replace(roster, subscribers=tuple(
             replace(s, frequency=chosen.get(s.email.lower(), s.frequency)) for s in roster.subscribers))
 
-    def pool(self, day: date) -> Pool:
-        return Pool(self.store.candidates(day, self.config.select.window_days))
+    def corpus(self) -> CorpusStats:
+        """Term statistics of the whole store: cached in it, brought up to date once per run."""
+        if self._corpus is None:
+            saved = self.store.get_cache(CorpusStats.KEY)
+            stats = CorpusStats.from_bytes(saved) if saved else CorpusStats()
+            if stats.add_texts(self.store.texts_after(stats.max_id)) or saved is None:
+                self.store.put_cache(CorpusStats.KEY, stats.to_bytes())
+            self._corpus = stats
+        return self._corpus
+
+    def pool(self, day: date, papers: Sequence[Paper] | None = None) -> Pool:
+        """The day's candidates (or the given papers) analysed once for every subscriber."""
+        if papers is None:
+            papers = self.store.candidates(day, self.config.select.window_days)
+        return Pool(papers, self.corpus(), embedder=self.embedder)
+
+    def signals(self, subscribers: Sequence[Subscriber], day: date,
+                received: dict[str, set[int]] | None = None) -> dict[str, Signals]:
+        """What the store knows about each subscriber: received papers, feedback, seed papers (few queries)."""
+        emails = None if len(subscribers) != 1 else subscribers[0].email
+        if received is None:
+            received = ({emails: self.store.received_before(emails, day)} if emails
+                        else self.store.received_by_subscriber(day))
+        feedback = self.store.feedback_by_subscriber(emails)
+        marked = self.store.papers_by_id(i for votes in feedback.values() for i in votes)
+        seeds = self.store.find_papers(r for s in subscribers for i in s.interests for r in i.seed_papers)
+        out = {}
+        for sub in subscribers:
+            votes = feedback.get(sub.email, {})
+            out[sub.email] = Signals(
+                received=frozenset(received.get(sub.email, set())),
+                liked=tuple(marked[i] for i, v in sorted(votes.items()) if v > 0 and i in marked),
+                disliked=tuple(marked[i] for i, v in sorted(votes.items()) if v < 0 and i in marked),
+                seeds={r: seeds[r] for i in sub.interests for r in i.seed_papers if r in seeds})
+        return out
 
     def links(self, subscriber: Subscriber) -> Links:
         return self.links_for(subscriber.email)
@@ -209,29 +249,69 @@ class App:
                      feedback=f"{base}/feedback/{sign('feedback', email)}")
 
     def compose(self, subscriber: Subscriber, day: date, pool: Pool, *, received: set[int] | None = None,
-                test_to: str | None = None) -> Composed:
+                signals: Signals | None = None, test_to: str | None = None) -> Composed:
         """Select, render and build the message for one subscriber (shared by preview and send).
 
-        `received` (the papers this subscriber already got) is read from the store when not given;
-        a run over many subscribers reads it for all of them in one query. `test_to` makes a test
-        message: the subscriber's papers, addressed to that address, whose links act on it alone.
+        `signals` (what the store knows about the subscriber: history, feedback, seed papers) are read
+        from the store when not given; a run over many subscribers reads them for all of them in a few
+        queries. `test_to` makes a test message: the subscriber's papers, addressed to that address,
+        whose links act on it alone.
         """
-        if received is None:
-            received = self.store.received_before(subscriber.email, day)
-        digest = select_digest(pool, subscriber, day=day, received=received, settings=self.settings)
+        if signals is None:
+            known = {subscriber.email: received} if received is not None else None
+            signals = self.signals([subscriber], day, known)[subscriber.email]
+        digest = select_digest(pool, subscriber, day=day, settings=self.settings, signals=signals)
         if not digest.count and subscriber.interests and self.config.delivery.quiet_days == "trending":
-            digest = self._quiet_day(pool, subscriber, day, received)
+            digest = self._quiet_day(pool, subscriber, day, signals)
         if test_to is not None:
             digest = replace(digest, subscriber=replace(subscriber, email=test_to))
         rendered = self.renderer.render(digest, self.newsletter, self.links(digest.subscriber))
         message = build_message(rendered, digest.subscriber, self.newsletter, day, test=test_to is not None)
         return Composed(digest, rendered, message)
 
-    def _quiet_day(self, pool: Pool, subscriber: Subscriber, day: date, received: set[int]) -> Digest:
+    def _quiet_day(self, pool: Pool, subscriber: Subscriber, day: date, signals: Signals) -> Digest:
         """The short trending email for a subscriber with nothing new above the floor."""
         reader = replace(subscriber, interests=(), max_papers=min(QUIET_DAY_PAPERS, subscriber.max_papers))
-        trending = select_digest(pool, reader, day=day, received=received, settings=self.settings)
+        trending = select_digest(pool, reader, day=day, settings=self.settings, signals=signals)
         return replace(trending, subscriber=subscriber, quiet=True)
+
+    def rank(self, subscriber: Subscriber, day: date, *, papers: Sequence[Paper] | None = None,
+             limit: int | None = None) -> list[Ranked]:
+        """The subscriber's ranked candidates with their score parts (what `digest rank` prints)."""
+        if papers is not None:
+            known = self.store.find_papers(p.arxiv_id or p.title for p in papers)
+            papers = [replace(p, store_id=known[p.arxiv_id or p.title].store_id)
+                      if (p.arxiv_id or p.title) in known else p for p in papers]
+        signals = self.signals([subscriber], day)[subscriber.email]
+        return rank(self.pool(day, papers), subscriber, day=day, settings=self.settings, signals=signals,
+                    limit=limit)
+
+    def profile(self, email: str | None = None, path: Path | None = None) -> Subscriber:
+        """A subscriber of the roster by email, or one profile file (`digest rank --profile`)."""
+        if path is None:
+            return self.chosen(self.roster(), email)[0]
+        subscriber, problems = parse_profile(path)
+        if subscriber is None:
+            raise ProfileError("; ".join(str(p) for p in problems))
+        return subscriber
+
+    def read_papers(self, path: Path, day: date) -> tuple[list[Paper], list[RecordError]]:
+        """The papers of one file (any format `ingest` reads), without storing them."""
+        try:
+            result = sources.parse_file(path, seen_on=day)
+        except sources.SourceError as exc:
+            raise UsageError(f"{path}: {exc}") from exc
+        return list(result.papers), list(result.errors)
+
+    def feedback(self, email: str, ref: str, more: bool) -> Paper:
+        """Record more/less-like-this for a paper named by arXiv id, `#store id` or title."""
+        if self.roster().find(email) is None:
+            raise UsageError(f"no valid subscriber {email!r} in {self.config.subscribers.dir}")
+        found = self.store.find_papers([ref]).get(ref)
+        if found is None or found.store_id is None:
+            raise UsageError(f"no paper {ref!r} in the store (give an arXiv id, #id or the exact title)")
+        self.store.add_feedback(email, found.store_id, 1 if more else -1)
+        return found
 
     def chosen(self, roster: Roster, only: str | None) -> list[Subscriber]:
         if only is None:
@@ -276,11 +356,13 @@ class App:
         blocked = {email.lower(): f"suppressed ({why})" for email, why in self.store.suppressed().items()}
         blocked.update({email: f"paused until {p.paused_until}" for email, p in self.store.preferences().items()
                         if p.paused_until and p.paused_until >= day and email not in blocked})
-        run = _Run(day, self.pool(day), blocked, self.store.received_by_subscriber(day), done, dry_run)
         chosen = self.chosen(roster, only)
         if emails is not None:
             wanted = {e.lower() for e in emails}
             chosen = [s for s in chosen if s.email.lower() in wanted]
+        pool = self.pool(day)
+        prepare(pool, chosen, self.settings)  # every subscriber's keywords in one sparse product
+        run = _Run(day, pool, blocked, self.signals(chosen, day), done, dry_run)
         for subscriber in progress(chosen, len(chosen), f"sending {day}"):
             if should_stop():
                 break
@@ -306,7 +388,7 @@ class App:
             return Outcome(email, "skipped", run.suppressed[email.lower()])
         if not is_delivery_day(subscriber.frequency, run.day):
             return Outcome(email, "skipped", f"not a delivery day for frequency {subscriber.frequency}")
-        composed = self.compose(subscriber, run.day, run.pool, received=run.received.get(email, set()))
+        composed = self.compose(subscriber, run.day, run.pool, signals=run.signals[email])
         if composed.digest.count == 0:
             return Outcome(email, "skipped", "nothing new above the relevance floor")
         if run.dry_run:

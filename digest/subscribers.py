@@ -21,7 +21,7 @@ WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 TOP_KEYS = ("email", "name", "timezone", "send_at", "frequency", "max_papers", "interests", "exclude")
 # `exclude` is accepted inside an interest table too: TOML puts a key written after
 # `[[interests]]` into that table, and the profile's author meant the whole profile.
-INTEREST_KEYS = ("name", "keywords", "weight", "exclude")
+INTEREST_KEYS = ("name", "keywords", "description", "seed_papers", "weight", "exclude")
 MAX_PAPERS_LIMIT = 50
 
 
@@ -197,16 +197,25 @@ class _Validator:
         name = table.get("name")
         if not isinstance(name, str) or not name.strip():
             self.fail("name", f"interest {n + 1}: name must be a non-empty string", n)
-        keywords = table.get("keywords")
-        if not _str_list(keywords) or not keywords:
-            self.fail("keywords", f"interest {n + 1}: keywords must be a non-empty list of strings", n)
+        keywords = table.get("keywords", [])
+        if not isinstance(keywords, list) or (keywords and not _str_list(keywords)):
+            self.fail("keywords", f"interest {n + 1}: keywords must be a list of non-empty strings", n)
+        description = table.get("description", "")
+        if not isinstance(description, str):
+            self.fail("description", f"interest {n + 1}: description must be a string", n)
+        seeds = table.get("seed_papers", [])
+        if not isinstance(seeds, list) or (seeds and not _str_list(seeds)):
+            self.fail("seed_papers", f"interest {n + 1}: seed_papers must be a list of arXiv ids or titles", n)
+        if not keywords and not (isinstance(description, str) and description.strip()) and not seeds:
+            self.fail("keywords", f"interest {n + 1}: give keywords, a description or seed_papers", n)
         weight = table.get("weight", 1.0)
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 < weight <= 10:
             self.fail("weight", f"interest {n + 1}: weight must be a number above 0 and at most 10", n)
         if len(self.problems) > before:
             return None
         return Interest(name=str(name).strip(), keywords=tuple(k.strip() for k in keywords),
-                        weight=float(weight))
+                        weight=float(weight), description=" ".join(description.split()),
+                        seed_papers=tuple(s.strip() for s in seeds))
 
 
 def parse_profile(path: Path) -> tuple[Subscriber | None, list[Problem]]:

@@ -69,3 +69,14 @@ def smtp_app(make_config):
     yield make
     for application in apps:
         application.close()
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def background_papers():
+    """The 300 real arXiv papers of the committed fixture, as Papers (a store's worth of term statistics)."""
+    import gzip
+
+    from digest.sources.jsonl import parse
+
+    text = gzip.decompress((FIXTURES / "arxiv_sample_head.jsonl.gz").read_bytes()).decode()
+    return list(parse(text, "fixture", seen_on=DAY).papers)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -11,8 +13,10 @@ import pytest
 from digest.mail import message_id
 from digest.store import Store
 
-from .conftest import DAY, SEEDS, SUBSCRIBERS
+from .conftest import DAY, FIXTURES, SEEDS, SUBSCRIBERS
 from .smtpd import Recorder, free_port, smtp_server
+
+ARXIV = FIXTURES / "arxiv_sample_head.jsonl.gz"
 
 
 def run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -147,3 +151,39 @@ def test_unreachable_server_is_one_error_line_and_exit_1(site):
     assert len(errors) == 1 and "cannot connect to 127.0.0.1" in errors[0]
     assert "3 more digests not attempted" in errors[0] and "Traceback" not in result.stderr
     assert result.stdout.strip().endswith("sent 0, skipped 1, failed 0, deferred 4, retried 1, suppressed 0")
+def test_rank_json_explains_the_picks(site):
+    """`digest rank --json --limit` prints the top N best first with score parts, floor marks and reasons."""
+    run(site, "ingest", "--date", "2026-06-12")
+    result = run(site, "rank", "--subscriber", "ada@example.org", "--date", "2026-06-12", "--limit", "40", "--json")
+    assert result.returncode == 0, result.stderr
+    ranked = json.loads(result.stdout)
+    assert len(ranked) == 40 and [r["rank"] for r in ranked] == list(range(1, 41))
+    assert {"id", "title", "score", "passes_floor", "section", "reasons", "parts"} <= set(ranked[0])
+    assert ranked[0]["passes_floor"] and ranked[0]["reasons"]
+    assert ranked[0]["section"] in {"LLM inference & serving", "Quantization"}
+    digest = run(site, "rank", "--subscriber", "ada@example.org", "--date", "2026-06-12", "--json")
+    assert len(json.loads(digest.stdout)) == 10  # without --limit: the digest's picks (max_papers)
+
+
+def test_rank_profile_file_and_papers_file(site, tmp_path):
+    """`digest rank --profile F --papers F` ranks exactly that file's papers for that profile, as text."""
+    run(site, "ingest", "--date", "2026-06-12")
+    profile = tmp_path / "p.toml"
+    profile.write_text('email = "p@example.org"\n[[interests]]\nname = "Vision"\n'
+                       'keywords = ["sparse representation", "video"]\n')
+    papers = tmp_path / "papers.jsonl"
+    papers.write_text(gzip.decompress(ARXIV.read_bytes()).decode().splitlines()[0] + "\n")
+    result = run(site, "rank", "--profile", str(profile), "--papers", str(papers), "--limit", "5")
+    assert result.returncode == 0, result.stderr
+    assert "1 papers" in result.stdout.splitlines()[0]
+    assert "1904.11093" in result.stdout and "matched: sparse representation" in result.stdout
+
+
+def test_feedback_command_records_and_checks(site):
+    """`digest feedback` records a vote and says so; an unknown paper is a usage error (exit 2)."""
+    run(site, "ingest", "--date", "2026-06-12")
+    ok = run(site, "feedback", "--subscriber", "ada@example.org", "--paper", "#3", "--more")
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.startswith("ada@example.org: more like “")
+    bad = run(site, "feedback", "--subscriber", "ada@example.org", "--paper", "9999.99999", "--less")
+    assert bad.returncode == 2 and "no paper '9999.99999'" in bad.stderr

@@ -132,3 +132,13 @@ def test_pending_digest_is_resent_with_same_message_id(app):
     assert msg["Message-ID"] == composed.message["Message-ID"]
     record = app.store.delivery(subscriber.email, DAY)
     assert record.status == "sent" and record.attempts == 2
+
+
+def test_a_day_without_papers_skips_everyone_with_the_reason(make_config):
+    """With an empty store every digest is skipped as having nothing new; nothing crashes on the empty pool."""
+    app = App(make_config())
+    report = app.send(DAY)
+    app.close()
+    assert [o.status for o in report.outcomes] == ["skipped"] * 5
+    assert {o.reason for o in report.outcomes} <= {"nothing new above the relevance floor",
+                                                   "not a delivery day for frequency weekly:mon"}

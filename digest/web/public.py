@@ -104,6 +104,6 @@ def feedback(token: str, paper_id: int, direction: str) -> str:
         abort(404)
     done = request.method == "POST"
     if done:
-        app.store.record_feedback(email, paper_id, 1 if direction == "more" else -1)
+        app.store.add_feedback(email, paper_id, 1 if direction == "more" else -1)
     return page("feedback", paper=paper, more=direction == "more", done=done, action=request.path,
                 preferences_url=app.links_for(email).preferences)

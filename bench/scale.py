@@ -1,0 +1,94 @@
+"""Ranking throughput: one pool of real papers for many generated subscribers (`ranking.py --scale`).
+
+Subscribers have 1–3 interests from the topic table, each a random subset of its keywords plus one
+word of their own drawn from the 5,000 commonest title words (so distinct keywords number in the
+thousands, as real profiles would). Every tenth subscriber is trending-only. Timed: building the pool
+index, then `rank_many` (the sparse products and the top 10 per subscriber) for the first 10,000
+subscribers and for all of them; memory: the peak traced by tracemalloc during each ranking
+(numpy and scipy report their buffers to it) and the process's peak resident size.
+"""
+
+from __future__ import annotations
+
+import random
+import resource
+import time
+import tracemalloc
+from collections import Counter
+from collections.abc import Sequence
+from datetime import date
+
+from digest.models import Interest, Paper, Subscriber
+from digest.select import CorpusStats, Pool, SelectSettings
+from digest.select.batch import rank_many
+from digest.select.text import words
+
+DAY = date(2026, 7, 1)
+TOPICS = {
+    "vision": ["computer vision", "object detection", "segmentation", "image", "video understanding"],
+    "language": ["language model", "machine translation", "NLP", "text", "instruction tuning"],
+    "robotics": ["robot", "manipulation", "motion planning", "locomotion", "embodied agent"],
+    "security": ["security", "privacy", "attack", "malware", "jailbreak"],
+    "systems": ["distributed systems", "GPU", "scheduling", "LLM serving", "KV cache"],
+    "hardware": ["hardware accelerator", "FPGA", "processor", "chip design", "memory architecture"],
+    "retrieval": ["information retrieval", "recommender system", "ranking", "retrieval-augmented generation"],
+    "statistics": ["Bayesian", "Gaussian process", "variational inference", "causal inference"],
+    "generation": ["diffusion", "video generation", "text-to-image", "Gaussian splatting", "NeRF"],
+    "reasoning": ["reasoning", "chain of thought", "reinforcement learning", "reward model", "math"],
+}
+
+
+def make_subscribers(n: int, vocabulary: Sequence[str], seed: int) -> list[Subscriber]:
+    rng = random.Random(seed)
+    names = list(TOPICS)
+    out = []
+    for i in range(n):
+        interests: tuple[Interest, ...] = ()
+        if i % 10:
+            interests = tuple(
+                Interest(name, (*rng.sample(TOPICS[name], rng.randint(2, len(TOPICS[name]))), rng.choice(vocabulary)),
+                         round(rng.uniform(0.5, 1.5), 2))
+                for name in rng.sample(names, rng.randint(1, 3)))
+        out.append(Subscriber(email=f"reader{i}@example.org", interests=interests))
+    return out
+
+
+def timed_rank(pool: Pool, subscribers: list[Subscriber], settings: SelectSettings) -> tuple[float, int]:
+    """Seconds to rank and the peak traced memory (bytes) of that ranking."""
+    tracemalloc.start()
+    start = time.perf_counter()
+    top = rank_many(pool, subscribers, day=DAY, settings=settings, k=10)
+    seconds = time.perf_counter() - start
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert top.papers.shape == (len(subscribers), 10)
+    return seconds, peak
+
+
+def run_scale(papers: list[Paper], n_papers: int, n_subscribers: int, seed: int) -> None:
+    rng = random.Random(seed)
+    corpus = CorpusStats()
+    corpus.add_texts((p.store_id, p.title, p.abstract) for p in papers)  # type: ignore[misc]
+    common = Counter(w for p in papers[:20000] for w in words(p.title))
+    vocabulary = [w for w, _ in common.most_common(5000)]
+    subscribers = make_subscribers(n_subscribers, vocabulary, seed)
+    settings = SelectSettings()
+    start = time.perf_counter()
+    pool = Pool(rng.sample(papers, n_papers), corpus)
+    pool.index(settings.title_weight)
+    build = time.perf_counter() - start
+    small = subscribers[: n_subscribers // 10]
+    timed_rank(pool, small[:100], settings)  # warm up the keyword cache of the analyzer
+    small_seconds, small_peak = timed_rank(pool, small, settings)
+    big_seconds, big_peak = timed_rank(pool, subscribers, settings)
+    interests = sum(len(s.interests) for s in subscribers)
+    keywords = len({k for s in subscribers for i in s.interests for k in i.keywords})
+    print(f"pool: {n_papers} papers (index built in {build:.2f} s); {n_subscribers} subscribers, "
+          f"{interests} interests, {keywords} distinct keywords")
+    print(f"rank_{len(small)}_seconds: {small_seconds:.2f}")
+    print(f"rank_{n_subscribers}_seconds: {big_seconds:.2f}")
+    print(f"ratio: {big_seconds / small_seconds:.1f} (for {n_subscribers // len(small)}x the subscribers)")
+    print(f"subscribers_per_second: {n_subscribers / big_seconds:.0f}")
+    print(f"peak_traced_mib_{len(small)}: {small_peak / 2**20:.0f}")
+    print(f"peak_traced_mib_{n_subscribers}: {big_peak / 2**20:.0f}")
+    print(f"process_peak_rss_mib: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}")

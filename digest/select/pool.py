@@ -1,0 +1,232 @@
+"""One day's pool of papers, analysed once and shared by every subscriber of a run.
+
+Everything that does not depend on the subscriber is computed here, once per pool: the BM25F
+document-term matrix (restricted to the pool's own columns, so slicing it is cheap), unit-length
+rows for paper-to-paper similarity, each paper's trending and recency boost, and each query unit's
+scores (a keyword used by a thousand subscribers is scored once).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date
+from typing import Any, Protocol
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.preprocessing import normalize
+
+from ..models import Interest, Paper
+from .corpus import CorpusStats, Fields, bm25_weights
+from .text import bigrams, columns, tokens
+
+SIMILARITY_MATRIX_LIMIT = 3000  # pools up to this size keep every pair's similarity in memory
+MEMO_FLOATS = 25_000_000  # at most this many floats (200 MB) of per-interest scores are kept per pool
+
+
+class Embedder(Protocol):
+    """Sentence embeddings (unit length, one row per input) for papers and for query texts."""
+
+    def papers(self, papers: Sequence[Paper]) -> np.ndarray: ...
+
+    def texts(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def interest_text(interest: Interest) -> str:
+    """What an interest says in words, for a sentence-embedding model."""
+    words = ", ".join(interest.keywords)
+    return ". ".join(part for part in (interest.name, words, interest.description) if part)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A weighted set of hashed terms scored as one query: a keyword, a description, seed papers."""
+
+    key: str
+    cols: np.ndarray
+    weights: np.ndarray
+
+
+class Index:
+    """The pool's BM25F matrix for one title weight, and every query unit's scores on it."""
+
+    def __init__(self, fields: Fields, corpus: CorpusStats, title_weight: float) -> None:
+        weights = bm25_weights(fields, corpus, title_weight)
+        self.cols = np.unique(weights.indices)  # the pool's hashed columns, sorted
+        local = sp.csr_matrix((weights.data, np.searchsorted(self.cols, weights.indices), weights.indptr),
+                              shape=(weights.shape[0], len(self.cols)))
+        self.matrix = local.tocsc()
+        self.rows = normalize(local) if local.shape[0] else local  # unit rows: cosine similarity between papers
+        self.corpus, self.title_weight = corpus, title_weight
+        self._units: dict[str, np.ndarray] = {}
+        self.memo: dict[Any, Any] = {}  # compiled interests and paper vectors, shared by subscribers
+        self._vectors_left = MEMO_FLOATS // max(weights.shape[0], 1)
+        self.zeros = np.zeros(weights.shape[0])
+        self.zeros.flags.writeable = False
+        self._similarity: np.ndarray | None = None
+
+    def remember(self, key: Any, value: Any, vectors: int = 0) -> None:
+        """Memoise a value holding `vectors` pool-length arrays, while the memory budget lasts."""
+        if vectors <= self._vectors_left:
+            self._vectors_left -= vectors
+            self.memo[key] = value
+
+    def local(self, cols: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Keep the terms the pool has, as local column numbers."""
+        pos = np.searchsorted(self.cols, cols)
+        pos[pos == len(self.cols)] = 0
+        found = self.cols[pos] == cols if len(self.cols) else np.zeros(len(cols), dtype=bool)
+        return pos[found], weights[found]
+
+    def scores(self, unit: Unit) -> np.ndarray:
+        """Every paper's BM25 score for the unit (cached by the unit's key)."""
+        found = self._units.get(unit.key)
+        if found is None:
+            cols, weights = self.local(unit.cols, unit.weights)
+            found = np.asarray(self.matrix[:, cols] @ weights, dtype=np.float64).ravel()
+            self._units[unit.key] = found
+        return found
+
+    def prepare(self, units: Sequence[Unit]) -> None:
+        """Score many units at once with one sparse matrix product (a send run's interests)."""
+        todo = list({u.key: u for u in units if u.key not in self._units}.values())
+        if not todo:
+            return
+        query = self.query_matrix(todo)
+        product = np.asarray((self.matrix @ query).toarray())
+        for j, unit in enumerate(todo):
+            self._units[unit.key] = product[:, j]
+
+    def query_matrix(self, units: Sequence[Unit]) -> sp.csc_matrix:
+        """Units as the columns of one sparse (pool terms × units) matrix."""
+        data, rows, cols = [], [], []
+        for j, unit in enumerate(units):
+            local, weights = self.local(unit.cols, unit.weights)
+            rows.append(local)
+            data.append(weights)
+            cols.append(np.full(len(local), j))
+        if not units:
+            return sp.csc_matrix((len(self.cols), 0))
+        return sp.csc_matrix((np.concatenate(data), (np.concatenate(rows), np.concatenate(cols))),
+                             shape=(len(self.cols), len(units)))
+
+    def vector(self, papers: Sequence[Paper]) -> tuple[np.ndarray, np.ndarray]:
+        """Unit-length centroid of the papers' BM25F rows as (hashed columns, weights): Rocchio's input."""
+        rows = normalize(bm25_weights(Fields.of(papers), self.corpus, self.title_weight))
+        centroid = sp.csr_matrix(rows.mean(axis=0))
+        norm = math.sqrt(float(centroid.multiply(centroid).sum())) or 1.0
+        return centroid.indices.astype(np.int64), centroid.data / norm
+
+    def similarity_among(self, picks: np.ndarray) -> np.ndarray:
+        """Cosine similarity between each pair of the given papers (a small pool keeps every pair)."""
+        if self.matrix.shape[0] > SIMILARITY_MATRIX_LIMIT:
+            rows = self.rows[picks]
+            return np.asarray((rows @ rows.T).toarray())
+        if self._similarity is None:
+            self._similarity = np.asarray((self.rows @ self.rows.T).toarray())
+        return self._similarity[picks][:, picks]
+
+
+class Pool:
+    """The papers one digest date draws from, analysed once and shared by every subscriber."""
+
+    def __init__(self, papers: Sequence[Paper], corpus: CorpusStats | None = None, *,
+                 embedder: Embedder | None = None) -> None:
+        self.papers = list(papers)
+        self.fields = Fields.of(self.papers)
+        self.corpus = _with_pool(corpus, self.papers, self.fields)
+        self.index_by_id = {p.store_id: i for i, p in enumerate(self.papers) if p.store_id is not None}
+        self.embedder = embedder
+        self._indexes: dict[float, Index] = {}
+        self._boosts: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = {}
+        present = self.fields.present()
+        self._present, self._present_rows = present.tocsc(), present
+        self._embeddings: np.ndarray | None = None
+        self._queries: dict[Any, np.ndarray] = {}
+        self._contains: dict[str, np.ndarray] = {}
+        self._terms: dict[int, frozenset[int]] = {}
+
+    def __len__(self) -> int:
+        return len(self.papers)
+
+    def index(self, title_weight: float) -> Index:
+        """The BM25F index for this title weight (built on first use)."""
+        if title_weight not in self._indexes:
+            self._indexes[title_weight] = Index(self.fields, self.corpus, title_weight)
+        return self._indexes[title_weight]
+
+    def contains(self, phrase: str) -> np.ndarray:
+        """Which papers contain the phrase (a word, or all of a phrase's word pairs) in title or abstract."""
+        if phrase not in self._contains:
+            self._contains[phrase] = self._find(phrase)
+        return self._contains[phrase]
+
+    def _find(self, phrase: str) -> np.ndarray:
+        words = tokens(phrase)
+        needed = columns(bigrams(words) if len(words) > 1 else words)
+        if not len(needed):
+            return np.zeros(len(self.papers), dtype=bool)
+        hits = np.asarray(self._present[:, needed].sum(axis=1)).ravel()
+        return hits >= len(needed)
+
+    def has_terms(self, i: int, cols: np.ndarray) -> np.ndarray:
+        """Which of the hashed columns paper i contains."""
+        found = self._terms.get(i)
+        if found is None:  # a set per shown paper: a few columns are looked up per reason
+            start, end = self._present_rows.indptr[i], self._present_rows.indptr[i + 1]
+            found = self._terms[i] = frozenset(self._present_rows.indices[start:end].tolist())
+        return np.fromiter((c in found for c in cols.tolist()), dtype=bool, count=len(cols))
+
+    def semantic(self, interest: Interest, seeds: Sequence[Paper]) -> np.ndarray:
+        """Cosine similarity of every paper's embedding to the interest's (its words and seed papers)."""
+        assert self.embedder is not None
+        key = (interest.keywords, interest.description, tuple(p.key for p in seeds))
+        if key not in self._queries:
+            if self._embeddings is None:
+                self._embeddings = self.embedder.papers(self.papers)
+            query = self.embedder.texts([interest_text(interest)])[0]
+            if seeds:
+                query = query + self.embedder.papers(list(seeds)).mean(axis=0)
+            query = query / (np.linalg.norm(query) or 1.0)
+            self._queries[key] = self._embeddings @ query
+        return self._queries[key]
+
+    def boosts(self, day: date, comment_weight: float, half_life: float) -> tuple[np.ndarray, np.ndarray]:
+        """Every paper's trending and recency signal in [0, 1] (the same for every subscriber)."""
+        key = (day, comment_weight, half_life)
+        if key not in self._boosts:
+            self._boosts[key] = (_trending(self.papers, comment_weight), _recency(self.papers, day, half_life))
+        return self._boosts[key]
+
+
+def _with_pool(corpus: CorpusStats | None, papers: Sequence[Paper], fields: Fields) -> CorpusStats:
+    """The corpus statistics, counting in pool papers they do not cover yet (a file of new papers)."""
+    if corpus is None:
+        stats = CorpusStats()
+        stats.add(fields)
+        return stats
+    outside = [i for i, p in enumerate(papers) if p.store_id is None or p.store_id > corpus.max_id]
+    if not outside:
+        return corpus
+    stats = CorpusStats(corpus.df.copy(), corpus.n_docs, corpus.title_terms, corpus.abstract_terms, corpus.max_id)
+    stats.add(Fields(fields.title[outside], fields.abstract[outside]))
+    return stats
+
+
+def _trending(papers: Sequence[Paper], comment_weight: float) -> np.ndarray:
+    """log(1 + upvotes + comment_weight × comments), scaled so the pool's most-discussed paper is 1."""
+    engagement = np.array([(p.upvotes or 0) + comment_weight * (p.comments or 0) for p in papers], dtype=float)
+    top = engagement.max(initial=0.0)
+    return np.log1p(engagement) / math.log1p(top) if top > 0 else np.zeros(len(papers))
+
+
+def _recency(papers: Sequence[Paper], day: date, half_life: float) -> np.ndarray:
+    """0.5 ** (age in days / half_life), age from publication (else listing); 0 when unknown."""
+    out = np.zeros(len(papers))
+    for i, paper in enumerate(papers):
+        when = paper.published or paper.listed_on
+        if when is not None:
+            out[i] = 0.5 ** (max((day - when).days, 0) / half_life)
+    return out

@@ -1,0 +1,141 @@
+"""A subscriber's profile as query units: keywords, description, seed papers, and Rocchio feedback.
+
+Each interest is a weighted sum of units, every unit a weighted set of terms scored with BM25F:
+
+- a keyword or phrase: its stemmed words and its bigrams (a phrase's single words count
+  `PHRASE_WORD_WEIGHT`, so *speculative decoding* is about the phrase, not about every *decoding*);
+- the description: its words and bigrams, each counting `description_weight`;
+- the seed papers: the unit-length centroid of their BM25F vectors, times `seed_weight`;
+- feedback (Rocchio): `liked_weight` × centroid of papers marked *more* minus `disliked_weight` ×
+  centroid of papers marked *less*, added to every interest of the subscriber.
+
+Scoring is linear in the query vector, so adding centroids to the profile vector (Rocchio) and
+adding their similarity scores are the same thing; the parts are kept apart only to explain them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from ..models import Interest, Paper, normalise_title
+from .pool import Index, Unit
+from .text import STEM_WEIGHT, bigrams, columns, stems, surface_forms, tokens
+
+PHRASE_WORD_WEIGHT = 0.5
+
+
+@dataclass(frozen=True)
+class Signals:
+    """What the store knows that shapes one subscriber's ranking."""
+
+    received: frozenset[int] = frozenset()
+    liked: tuple[Paper, ...] = ()
+    disliked: tuple[Paper, ...] = ()
+    seeds: Mapping[str, Paper] = field(default_factory=dict)  # a profile's seed reference → its paper
+
+
+@dataclass(frozen=True)
+class Part:
+    """One unit of an interest with its coefficient and what the reasons call it."""
+
+    unit: Unit
+    coef: float
+    kind: str  # keyword | description | seeds
+    label: str
+
+
+@dataclass(frozen=True)
+class CompiledInterest:
+    """An interest ready to score: its parts, plus the words its description matches on."""
+
+    interest: Interest
+    parts: tuple[Part, ...]
+    description_words: Mapping[int, str] = field(default_factory=dict)  # hashed column → word as written
+    seed_papers: tuple[Paper, ...] = ()
+    key: object = None  # what interests with the same words share (memo keys)
+
+
+def _unit(key: str, weighted: Mapping[str, float]) -> Unit:
+    names = list(weighted)
+    cols = columns(names)
+    merged: dict[int, float] = {}
+    for col, name in zip(cols.tolist(), names, strict=True):
+        merged[col] = merged.get(col, 0.0) + weighted[name]
+    return Unit(key, np.array(list(merged), dtype=np.int64), np.array(list(merged.values()), dtype=np.float64))
+
+
+@lru_cache(maxsize=100_000)
+def keyword_unit(keyword: str) -> Unit:
+    """A keyword or phrase: its words and bigrams, the words of a phrase counting less."""
+    words = tokens(keyword)
+    word_weight = PHRASE_WORD_WEIGHT if len(words) > 1 else 1.0
+    weighted = dict.fromkeys(words, word_weight)
+    weighted.update(dict.fromkeys(bigrams(words), 1.0))
+    for stem in stems(keyword):
+        weighted[stem] = weighted.get(stem, 0.0) + STEM_WEIGHT * word_weight
+    return _unit("kw:" + " ".join(words), weighted)
+
+
+@lru_cache(maxsize=10_000)
+def description_unit(text: str) -> tuple[Unit, dict[int, str]]:
+    """A description's words and bigrams, and each word's column mapped to the word as written."""
+    words = tokens(text)
+    weighted = dict.fromkeys([*words, *bigrams(words)], 1.0)
+    weighted.update(dict.fromkeys(stems(text), STEM_WEIGHT))
+    unit = _unit("desc:" + " ".join(words), weighted)
+    forms = surface_forms(text)
+    return unit, dict(zip(columns(words).tolist(), (forms.get(w, w) for w in words), strict=True))
+
+
+def seed_papers(interest: Interest, seeds: Mapping[str, Paper]) -> tuple[Paper, ...]:
+    """The papers an interest's seed references name; a title the store lacks still counts as text."""
+    found = []
+    for ref in interest.seed_papers:
+        paper = seeds.get(ref)
+        if paper is None and not _looks_like_id(ref):
+            paper = Paper(title=ref, abstract="")
+        if paper is not None:
+            found.append(paper)
+    return tuple(found)
+
+
+def _looks_like_id(ref: str) -> bool:
+    return any(ch.isdigit() for ch in ref) and " " not in ref.strip()
+
+
+def papers_unit(prefix: str, papers: Sequence[Paper], index: Index) -> Unit:
+    """The unit-length centroid of some papers' BM25F vectors, as a query unit."""
+    key = prefix + "|".join(sorted(p.key or normalise_title(p.title) for p in papers))
+    if key not in index.memo:
+        index.memo[key] = Unit(key, *index.vector(papers))
+    return index.memo[key]  # type: ignore[no-any-return]
+
+
+def compile_interest(interest: Interest, index: Index, seeds: Mapping[str, Paper], *,
+                     description_weight: float, seed_weight: float) -> CompiledInterest:
+    """The parts of one interest."""
+    parts = [Part(keyword_unit(k), 1.0, "keyword", k) for k in interest.keywords]
+    words: dict[int, str] = {}
+    if interest.description:
+        unit, words = description_unit(interest.description)
+        parts.append(Part(unit, description_weight, "description", "description"))
+    papers = seed_papers(interest, seeds)
+    if papers:
+        parts.append(Part(papers_unit("seeds:", papers, index), seed_weight, "seeds", "seed papers"))
+    return CompiledInterest(interest, tuple(parts), words, papers)
+
+
+def feedback_parts(signals: Signals, index: Index, *, liked_weight: float,
+                   disliked_weight: float) -> tuple[Part, ...]:
+    """Rocchio's two terms: towards the papers marked more, away from those marked less."""
+    parts = []
+    if signals.liked and liked_weight:
+        parts.append(Part(papers_unit("liked:", signals.liked, index), liked_weight, "liked", "liked"))
+    if signals.disliked and disliked_weight:
+        parts.append(Part(papers_unit("disliked:", signals.disliked, index), -disliked_weight,
+                          "disliked", "disliked"))
+    return tuple(parts)

@@ -1,0 +1,110 @@
+"""Ranking through the real store: feedback, descriptions, seed papers, store statistics, `--papers`."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from digest.models import Interest
+from digest.pipeline import App
+from digest.select import CorpusStats
+
+from .conftest import DAY, FIXTURES, background_papers
+
+
+def topic(paper, word: str) -> bool:
+    return word in f"{paper.title} {paper.abstract}".lower()
+
+
+def ranks(app: App, subscriber, limit: int = 500) -> list:
+    return app.rank(subscriber, DAY, limit=limit)
+
+
+def mean_position(ranked, word: str, skip: set[int]) -> float:
+    positions = [r.rank for r in ranked if topic(r.paper, word) and r.paper.store_id not in skip]
+    return sum(positions) / len(positions)
+
+
+def test_more_and_less_move_the_next_ranking(app):
+    """Two --more on speculative-decoding papers lift the others like them; --less sinks KV-cache papers."""
+    ada = app.roster().find("ada@example.org")
+    before = ranks(app, ada)
+    liked = [r.paper for r in before if "speculative decoding" in r.paper.title.lower()][:2]
+    disliked = next(r.paper for r in before if "kv cache" in r.paper.title.lower())
+    marked = {p.store_id for p in liked} | {disliked.store_id}
+    for paper in liked:
+        app.feedback(ada.email, f"#{paper.store_id}", more=True)
+    app.feedback(ada.email, disliked.arxiv_id or disliked.title, more=False)
+    after = ranks(app, ada)
+    assert mean_position(after, "speculative", marked) < mean_position(before, "speculative", marked)
+    assert mean_position(after, "kv cache", marked) > mean_position(before, "kv cache", marked)
+    assert disliked.store_id not in {r.paper.store_id for r in after}
+    assert any(r.parts["feedback"] > 0 for r in after)
+    assert any("marked more" in reason for r in after for reason in r.reasons)
+
+
+def test_latest_feedback_counts(app):
+    """Marking a paper less after more leaves one vote: less."""
+    paper = app.store.all_papers()[0]
+    app.feedback("ada@example.org", f"#{paper.store_id}", more=True)
+    app.feedback("ada@example.org", f"#{paper.store_id}", more=False)
+    assert app.store.feedback_by_subscriber() == {"ada@example.org": {paper.store_id: -1}}
+
+
+def test_description_alone_finds_its_papers(app):
+    """An interest given only as a sentence picks papers about it, and names the words it matched."""
+    grace = app.roster().find("grace@example.org")
+    plain = replace(grace, interests=(Interest("3D", description="Gaussian splatting for novel view synthesis."),))
+    ranked = app.rank(plain, DAY, limit=5)
+    assert all("gaussian" in r.paper.title.lower() or "view" in r.paper.abstract.lower() for r in ranked)
+    assert {"Gaussian", "splatting"} <= set(ranked[0].reasons)
+    assert ranked[0].parts["description"] > 0
+
+
+def test_seed_papers_pull_similar_papers_up(app):
+    """A seed paper named by title lifts papers like it above those that only share a keyword."""
+    ada = app.roster().find("ada@example.org")
+    seed = next(p for p in app.store.all_papers() if p.title.startswith("SnapKV"))
+    bare = replace(ada, interests=(Interest("Serving", ("serving",)),))
+    seeded = replace(ada, interests=(Interest("Serving", ("serving",), seed_papers=(seed.title,)),))
+    kv = [r.paper.store_id for r in app.rank(bare, DAY, limit=10) if topic(r.paper, "kv cache")]
+    kv_seeded = [r for r in app.rank(seeded, DAY, limit=10) if topic(r.paper, "kv cache")]
+    assert len(kv_seeded) > len(kv)
+    assert any(reason.startswith("like seed") for r in kv_seeded for reason in r.reasons)
+
+
+def test_corpus_statistics_are_cached_in_the_store(make_config):
+    """Term statistics are computed once, stored, and only new papers are counted on the next run."""
+    app = App(make_config())
+    app.ingest([FIXTURES / "arxiv_sample_head.jsonl.gz"], seen_on=DAY)
+    first = app.corpus()
+    assert first.n_docs == 300 and first.max_id == 300
+    app.close()
+    again = App(make_config())
+    assert CorpusStats.from_bytes(again.store.get_cache(CorpusStats.KEY)).df.sum() == first.df.sum()
+    again.ingest([FIXTURES.parent.parent / "seeds"], seen_on=DAY)
+    assert again.corpus().n_docs == 300 + 197
+    again.close()
+
+
+def test_papers_file_is_ranked_with_store_statistics(app, tmp_path):
+    """`rank(papers=...)` ranks exactly the given papers and maps the known ones to their store ids."""
+    papers = background_papers()[:20]
+    grace = app.roster().find("grace@example.org")
+    ranked = app.rank(grace, DAY, papers=papers, limit=30)
+    assert {r.paper.title for r in ranked} == {p.title for p in papers}
+    assert all(r.paper.store_id is None for r in ranked)
+    snap = next(p for p in app.store.all_papers() if p.title.startswith("SnapKV"))
+    mixed = app.rank(grace, DAY, papers=[replace(snap, store_id=None)], limit=1)
+    assert mixed[0].paper.store_id == snap.store_id
+
+
+@pytest.mark.parametrize("ref", ["#1", "no such paper"])
+def test_feedback_needs_a_known_subscriber_and_paper(app, ref):
+    """Feedback for an unknown subscriber or paper is a usage error, and nothing is stored."""
+    from digest.errors import UsageError
+
+    with pytest.raises(UsageError):
+        app.feedback("nobody@example.org" if ref == "#1" else "ada@example.org", ref, more=True)
+    assert app.store.feedback_by_subscriber() == {}
