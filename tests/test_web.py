@@ -154,3 +154,21 @@ def test_untrusted_profile_text_is_escaped_on_operator_pages(web, app, subscribe
     (subscribers_dir / "evil.toml").write_text('email = "evil@example.org"\nname = "<script>alert(1)</script>"\n')
     text = web.client.get("/admin/").text
     assert "<script>alert(1)</script>" not in text and "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+
+
+def test_feedback_link_asks_then_records_and_moves_the_next_ranking(web, app):
+    """'Less like this' on Ada's top paper: the GET only asks; the POST records it and the paper drops out."""
+    ada = app.roster().find(ADA)
+    top = app.compose(ada, DAY, app.pool(DAY)).digest.items[0].paper
+    url = web.path(f"{app.links_for(ADA).feedback}/{top.store_id}/less")
+    asked = web.client.get(url)
+    assert asked.status_code == 200 and "Fewer papers like this?" in asked.text
+    assert app.store.feedback_by_subscriber(ADA) == {}
+    done = web.client.post(url)
+    assert done.status_code == 200 and "Thanks" in done.text
+    assert app.store.feedback_by_subscriber(ADA) == {ADA: {top.store_id: -1}}
+    after = [i.paper.store_id for i in app.compose(ada, DAY, app.pool(DAY)).digest.items]
+    assert top.store_id not in after
+    assert web.client.post(web.path(f"{app.links_for(ADA).feedback}/999999/more")).status_code == 404
+    forged = url.replace(url.split("/")[2], url.split("/")[2][:-3] + "xyz")
+    assert web.client.post(forged).status_code == 400
