@@ -1,0 +1,106 @@
+"""Subscribers' feedback, the selector's paper lookups, and its caches: term statistics and embeddings."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+import numpy as np
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from ..models import Paper, clean_arxiv_id, normalise_title
+from .tables import _from_row, _now, cache, embeddings, feedback, papers
+
+
+class FeedbackStore:
+    """Feedback, paper lookups and caches for the selector (mixed into Store)."""
+
+    engine: Engine
+
+    def add_feedback(self, subscriber: str, paper_id: int, value: int) -> None:
+        """Record that a subscriber wants more (+1) or less (-1) like a paper; the latest word counts."""
+        key = (feedback.c.subscriber == subscriber) & (feedback.c.paper_id == paper_id)
+        with self.engine.begin() as conn:
+            conn.execute(feedback.delete().where(key))
+            conn.execute(feedback.insert().values(subscriber=subscriber, paper_id=paper_id, value=value,
+                                                  created_at=_now()))
+
+    def feedback_by_subscriber(self, subscriber: str | None = None) -> dict[str, dict[int, int]]:
+        """Every subscriber's feedback (or one's): paper id → +1 or -1."""
+        query = sa.select(feedback.c.subscriber, feedback.c.paper_id, feedback.c.value)
+        if subscriber is not None:
+            query = query.where(feedback.c.subscriber == subscriber)
+        out: dict[str, dict[int, int]] = {}
+        with self.engine.connect() as conn:
+            for row in conn.execute(query):
+                out.setdefault(row.subscriber, {})[row.paper_id] = row.value
+        return out
+
+    def papers_by_id(self, ids: Iterable[int]) -> dict[int, Paper]:
+        wanted = sorted(set(ids))
+        if not wanted:
+            return {}
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(papers).where(papers.c.id.in_(wanted)))
+            return {row.id: _from_row(row) for row in rows}
+
+    def find_papers(self, refs: Iterable[str]) -> dict[str, Paper]:
+        """Papers named by arXiv id (any version), store id (`#12`) or title; unknown references are left out."""
+        refs = list(dict.fromkeys(refs))
+        if not refs:
+            return {}
+        by_id = {r: int(r.lstrip("#")) for r in refs if r.lstrip("#").isdigit()}
+        by_arxiv = {clean_arxiv_id(r.removeprefix("arXiv:")): r for r in refs if r not in by_id}
+        by_arxiv.pop(None, None)
+        by_title = {normalise_title(r): r for r in refs if r not in by_id}
+        found: dict[str, Paper] = {}
+        with self.engine.connect() as conn:
+            query = sa.select(papers).where(papers.c.id.in_(list(by_id.values())) |
+                                            papers.c.arxiv_id.in_(list(by_arxiv)) |
+                                            papers.c.title_norm.in_(list(by_title)))
+            for row in conn.execute(query):
+                paper = _from_row(row)
+                for ref, number in by_id.items():
+                    if number == row.id:
+                        found[ref] = paper
+                if row.arxiv_id in by_arxiv:
+                    found.setdefault(by_arxiv[row.arxiv_id], paper)
+                if row.title_norm in by_title:
+                    found.setdefault(by_title[row.title_norm], paper)
+        return found
+
+    def texts_after(self, paper_id: int) -> Iterator[tuple[int, str, str]]:
+        """(id, title, abstract) of the papers added after `paper_id`, in id order."""
+        query = sa.select(papers.c.id, papers.c.title, papers.c.abstract).where(papers.c.id > paper_id)
+        with self.engine.connect() as conn:
+            for row in conn.execute(query.order_by(papers.c.id)):
+                yield row.id, row.title, row.abstract
+
+    def get_cache(self, key: str) -> bytes | None:
+        with self.engine.connect() as conn:
+            value = conn.execute(sa.select(cache.c.value).where(cache.c.key == key)).scalar()
+        return bytes(value) if value is not None else None
+
+    def put_cache(self, key: str, value: bytes) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(cache.delete().where(cache.c.key == key))
+            conn.execute(cache.insert().values(key=key, value=value, updated_at=_now()))
+
+    def embeddings(self, keys: Sequence[str], model: str) -> dict[str, np.ndarray]:
+        """Stored embeddings of the papers with these keys, for one model."""
+        out: dict[str, np.ndarray] = {}
+        with self.engine.connect() as conn:
+            for start in range(0, len(keys), 500):  # stay below SQLite's bound-parameter limit
+                query = sa.select(embeddings).where(embeddings.c.model == model,
+                                                    embeddings.c.paper_key.in_(keys[start:start + 500]))
+                for row in conn.execute(query):
+                    out[row.paper_key] = np.frombuffer(row.vector, dtype="<f4")
+        return out
+
+    def put_embeddings(self, vectors: dict[str, np.ndarray], model: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(embeddings.delete().where(embeddings.c.model == model,
+                                                   embeddings.c.paper_key.in_(list(vectors))))
+            conn.execute(embeddings.insert(), [
+                {"paper_key": key, "model": model, "vector": np.asarray(v, dtype="<f4").tobytes()}
+                for key, v in vectors.items()])

@@ -1,0 +1,128 @@
+"""Papers and their upvote history: ingest with merging, the day's candidates, counts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import fields, replace
+from datetime import date, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from ..models import Paper, normalise_title
+from .records import IngestCounts
+from .tables import _from_row, _now, _to_json, papers, upvotes
+
+
+def _merge(old: Paper, new: Paper) -> Paper:
+    """Combine two sightings of one paper, whatever order they arrive in.
+
+    A sighting from a later listing overrides; otherwise it only fills what is missing, and an
+    upvote count only goes up. Ingesting the same files twice therefore changes nothing.
+    """
+    newer = bool(old.listed_on and new.listed_on and new.listed_on > old.listed_on)
+    changes: dict[str, Any] = {}
+    for f in fields(Paper):
+        value, current = getattr(new, f.name), getattr(old, f.name)
+        if f.name == "store_id" or value in (None, (), "") or value == current:
+            continue
+        if newer or current in (None, (), ""):
+            changes[f.name] = value
+    if not newer and new.upvotes is not None and old.upvotes is not None:
+        changes["upvotes"] = max(new.upvotes, old.upvotes)
+    return replace(old, **changes)
+
+
+class PaperStore:
+    """Papers and their upvote history (mixed into Store)."""
+
+    engine: Engine
+
+    def add_papers(self, batch: Iterable[Paper], *, seen_on: date) -> IngestCounts:
+        """Insert or merge papers (one transaction); same arXiv id or title is one paper."""
+        touched: set[int] = set()
+        inserted: set[int] = set()
+        changed: set[int] = set()
+        with self.engine.begin() as conn:
+            by_arxiv, by_title = self._index(conn)
+            for paper in batch:
+                row_id = (by_arxiv.get(paper.arxiv_id) if paper.arxiv_id else None) \
+                    or by_title.get(normalise_title(paper.title))
+                if row_id is None:
+                    row_id = self._insert(conn, paper, seen_on)
+                    inserted.add(row_id)
+                elif self._update(conn, row_id, paper):
+                    changed.add(row_id)
+                if self._observe(conn, row_id, paper, seen_on):
+                    changed.add(row_id)
+                touched.add(row_id)
+                by_title[normalise_title(paper.title)] = row_id
+                if paper.arxiv_id:
+                    by_arxiv[paper.arxiv_id] = row_id
+        updated = changed - inserted
+        return IngestCounts(len(touched), len(inserted), len(updated), len(touched - inserted - updated))
+
+    @staticmethod
+    def _index(conn: Connection) -> tuple[dict[str, int], dict[str, int]]:
+        rows = conn.execute(sa.select(papers.c.id, papers.c.arxiv_id, papers.c.title_norm)).all()
+        return ({r.arxiv_id: r.id for r in rows if r.arxiv_id}, {r.title_norm: r.id for r in rows})
+
+    @staticmethod
+    def _values(paper: Paper) -> dict[str, Any]:
+        return dict(arxiv_id=paper.arxiv_id, title_norm=normalise_title(paper.title), title=paper.title,
+                    abstract=paper.abstract, data=_to_json(paper), upvotes=paper.upvotes,
+                    published=paper.published, updated_at=_now())
+
+    def _insert(self, conn: Connection, paper: Paper, seen_on: date) -> int:
+        result = conn.execute(papers.insert().values(first_seen=seen_on, **self._values(paper)))
+        return int(result.inserted_primary_key[0])
+
+    def _update(self, conn: Connection, row_id: int, paper: Paper) -> bool:
+        old = _from_row(conn.execute(sa.select(papers).where(papers.c.id == row_id)).one())
+        merged = _merge(old, paper)
+        if merged == old:
+            return False
+        conn.execute(papers.update().where(papers.c.id == row_id).values(**self._values(merged)))
+        return True
+
+    @staticmethod
+    def _observe(conn: Connection, row_id: int, paper: Paper, seen_on: date) -> bool:
+        """Add the upvote count to the paper's history; True when the history changed."""
+        if paper.upvotes is None:
+            return False
+        day = paper.listed_on or seen_on
+        key = (upvotes.c.paper_id == row_id) & (upvotes.c.observed_on == day)
+        old = conn.execute(sa.select(upvotes.c.upvotes).where(key)).scalar()
+        if old is None:
+            conn.execute(upvotes.insert().values(paper_id=row_id, observed_on=day, upvotes=paper.upvotes))
+        elif paper.upvotes > old:
+            conn.execute(upvotes.update().where(key).values(upvotes=paper.upvotes))
+        else:
+            return False
+        return True
+
+    def candidates(self, day: date, window_days: int) -> list[Paper]:
+        """Papers new on `day`: first seen in the store within the window ending that day."""
+        start = day - timedelta(days=max(window_days, 1) - 1)
+        query = sa.select(papers).where(papers.c.first_seen >= start, papers.c.first_seen <= day)
+        with self.engine.connect() as conn:
+            return [_from_row(row) for row in conn.execute(query.order_by(papers.c.id))]
+
+    def all_papers(self) -> list[Paper]:
+        with self.engine.connect() as conn:
+            return [_from_row(row) for row in conn.execute(sa.select(papers).order_by(papers.c.id))]
+
+    def upvote_history(self, paper_id: int) -> list[tuple[date, int]]:
+        query = sa.select(upvotes.c.observed_on, upvotes.c.upvotes).where(upvotes.c.paper_id == paper_id)
+        with self.engine.connect() as conn:
+            return [(r.observed_on, r.upvotes) for r in conn.execute(query.order_by(upvotes.c.observed_on))]
+
+    def count_papers(self) -> int:
+        with self.engine.connect() as conn:
+            return int(conn.execute(sa.select(sa.func.count()).select_from(papers)).scalar_one())
+
+    def paper(self, paper_id: int) -> Paper | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(papers).where(papers.c.id == paper_id)).first()
+        return _from_row(row) if row else None

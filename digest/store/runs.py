@@ -1,0 +1,91 @@
+"""The last fetch of each source, the run log, and the lock that keeps one scheduler running."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from .records import FetchRecord, RunRecord
+from .tables import _now, fetches, locks, runs
+
+
+class RunStore:
+    """Fetch records, the run log and the schedule lock (mixed into Store)."""
+
+    engine: Engine
+
+    # -- fetches and runs ---------------------------------------------------------
+
+    def last_fetch(self, source: str) -> FetchRecord | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(fetches).where(fetches.c.source == source)).first()
+        return FetchRecord(**row._mapping) if row else None
+
+    def fetches(self) -> list[FetchRecord]:
+        with self.engine.connect() as conn:
+            return [FetchRecord(**r._mapping) for r in conn.execute(sa.select(fetches).order_by(fetches.c.source))]
+
+    def record_fetch(self, record: FetchRecord) -> None:
+        """Replace the source's last fetch; a failed fetch keeps the validators of the last good one."""
+        values = {k: v for k, v in record.__dict__.items()}
+        with self.engine.begin() as conn:
+            old = conn.execute(sa.select(fetches).where(fetches.c.source == record.source)).first()
+            if record.result == "failed" and old is not None:
+                values.update(etag=old.etag, last_modified=old.last_modified, last_ok_at=old.last_ok_at)
+            elif record.result != "failed":
+                values["last_ok_at"] = record.fetched_at
+            conn.execute(fetches.delete().where(fetches.c.source == record.source))
+            conn.execute(fetches.insert().values(**values))
+
+    def start_run(self, command: str) -> int:
+        with self.engine.begin() as conn:
+            result = conn.execute(runs.insert().values(command=command, started_at=_now(), status="running",
+                                                       summary=""))
+            return int(result.inserted_primary_key[0])
+
+    def finish_run(self, run_id: int, status: str, summary: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(runs.update().where(runs.c.id == run_id).values(
+                finished_at=_now(), status=status, summary=summary[:4000]))
+
+    def recent_runs(self, limit: int = 10) -> list[RunRecord]:
+        query = sa.select(runs).order_by(runs.c.id.desc()).limit(limit)
+        with self.engine.connect() as conn:
+            return [RunRecord(**r._mapping) for r in conn.execute(query)]
+
+    # -- the schedule lock -----------------------------------------------------------
+
+    def acquire_lock(self, name: str, owner: str, stale_after: float) -> bool:
+        """Take the named lock unless another owner's heartbeat is fresher than `stale_after` seconds."""
+        now = _now()
+        try:
+            with self.engine.begin() as conn:
+                row = conn.execute(sa.select(locks).where(locks.c.name == name)).first()
+                if row is None:
+                    conn.execute(locks.insert().values(name=name, owner=owner, heartbeat_at=now))
+                    return True
+                if row.owner != owner and (now - row.heartbeat_at).total_seconds() < stale_after:
+                    return False
+                conn.execute(locks.update().where(locks.c.name == name).values(owner=owner, heartbeat_at=now))
+                return True
+        except sa.exc.IntegrityError:  # another process inserted the row between our read and write
+            return False
+
+    def heartbeat(self, name: str, owner: str) -> bool:
+        """Refresh the lock; False when it is no longer ours."""
+        with self.engine.begin() as conn:
+            result = conn.execute(locks.update().where((locks.c.name == name) & (locks.c.owner == owner))
+                                  .values(heartbeat_at=_now()))
+            return bool(result.rowcount)
+
+    def release_lock(self, name: str, owner: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(locks.delete().where((locks.c.name == name) & (locks.c.owner == owner)))
+
+    def lock_holder(self, name: str) -> str:
+        """Who holds the lock and how long ago they were last heard from."""
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(locks).where(locks.c.name == name)).first()
+        if row is None:
+            return "nobody"
+        return f"{row.owner}, last heartbeat {(_now() - row.heartbeat_at).total_seconds():.0f} s ago"

@@ -1,0 +1,163 @@
+"""The database schema (SQLAlchemy Core) and the helpers that turn rows into records and back."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+from datetime import UTC, date, datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..models import Paper
+from .records import DeliveryRecord
+
+metadata = sa.MetaData()
+
+papers = sa.Table(
+    "papers", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("arxiv_id", sa.String, unique=True),
+    sa.Column("title_norm", sa.String, nullable=False, index=True),
+    sa.Column("title", sa.String, nullable=False),
+    sa.Column("abstract", sa.Text, nullable=False),
+    sa.Column("data", sa.Text, nullable=False),  # the remaining Paper fields as JSON
+    sa.Column("upvotes", sa.Integer),
+    sa.Column("published", sa.Date),
+    sa.Column("first_seen", sa.Date, nullable=False, index=True),
+    sa.Column("updated_at", sa.DateTime, nullable=False),
+)
+
+upvotes = sa.Table(
+    "upvotes", metadata,
+    sa.Column("paper_id", sa.Integer, sa.ForeignKey("papers.id"), primary_key=True),
+    sa.Column("observed_on", sa.Date, primary_key=True),
+    sa.Column("upvotes", sa.Integer, nullable=False),
+)
+
+deliveries = sa.Table(
+    "deliveries", metadata,
+    sa.Column("subscriber", sa.String, primary_key=True),
+    sa.Column("digest_date", sa.Date, primary_key=True),
+    sa.Column("message_id", sa.String, nullable=False),
+    sa.Column("status", sa.String, nullable=False),  # pending | sent | failed | bounced
+    sa.Column("attempts", sa.Integer, nullable=False, default=0),
+    sa.Column("transport", sa.String, nullable=False),
+    sa.Column("detail", sa.Text, nullable=False, default=""),
+    sa.Column("updated_at", sa.DateTime, nullable=False),
+)
+
+received = sa.Table(
+    "received", metadata,
+    sa.Column("subscriber", sa.String, primary_key=True),
+    sa.Column("paper_id", sa.Integer, sa.ForeignKey("papers.id"), primary_key=True),
+    sa.Column("digest_date", sa.Date, nullable=False),
+)
+
+suppressions = sa.Table(
+    "suppressions", metadata,
+    sa.Column("email", sa.String, primary_key=True),
+    sa.Column("reason", sa.String, nullable=False),
+    sa.Column("created_at", sa.DateTime, nullable=False),
+)
+
+fetches = sa.Table(
+    "fetches", metadata,
+    sa.Column("source", sa.String, primary_key=True),  # the source's label
+    sa.Column("url", sa.String, nullable=False),
+    sa.Column("fetched_at", sa.DateTime, nullable=False),
+    sa.Column("result", sa.String, nullable=False),  # ok | not-modified | failed
+    sa.Column("papers", sa.Integer, nullable=False),
+    sa.Column("errors", sa.Integer, nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("detail", sa.Text, nullable=False),
+    sa.Column("etag", sa.String),
+    sa.Column("last_modified", sa.String),
+    sa.Column("last_ok_at", sa.DateTime),
+)
+
+runs = sa.Table(
+    "runs", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("command", sa.String, nullable=False),
+    sa.Column("started_at", sa.DateTime, nullable=False),
+    sa.Column("finished_at", sa.DateTime),
+    sa.Column("status", sa.String, nullable=False),  # running | ok | failed
+    sa.Column("summary", sa.Text, nullable=False, default=""),
+)
+
+preferences = sa.Table(
+    "preferences", metadata,
+    sa.Column("email", sa.String, primary_key=True),  # lower-case
+    sa.Column("frequency", sa.String),  # overrides the profile's when set
+    sa.Column("paused_until", sa.Date),  # no digest dated on or before this day
+    sa.Column("updated_at", sa.DateTime, nullable=False),
+)
+
+locks = sa.Table(
+    "locks", metadata,
+    sa.Column("name", sa.String, primary_key=True),
+    sa.Column("owner", sa.String, nullable=False),
+    sa.Column("heartbeat_at", sa.DateTime, nullable=False),
+)
+
+feedback = sa.Table(
+    "feedback", metadata,
+    sa.Column("subscriber", sa.String, primary_key=True),
+    sa.Column("paper_id", sa.Integer, sa.ForeignKey("papers.id"), primary_key=True),
+    sa.Column("value", sa.Integer, nullable=False),  # +1 more like this, -1 less like this
+    sa.Column("created_at", sa.DateTime, nullable=False),
+)
+
+cache = sa.Table(  # derived data worth keeping between runs (term statistics); safe to delete
+    "cache", metadata,
+    sa.Column("key", sa.String, primary_key=True),
+    sa.Column("value", sa.LargeBinary, nullable=False),
+    sa.Column("updated_at", sa.DateTime, nullable=False),
+)
+
+embeddings = sa.Table(
+    "embeddings", metadata,
+    sa.Column("paper_key", sa.String, primary_key=True),
+    sa.Column("model", sa.String, primary_key=True),
+    sa.Column("vector", sa.LargeBinary, nullable=False),  # float32, little-endian
+)
+
+meta = sa.Table(
+    "meta", metadata,
+    sa.Column("key", sa.String, primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+)
+
+# Paper fields kept in the JSON column (the rest have columns of their own).
+_COLUMN_FIELDS = {"title", "abstract", "arxiv_id", "upvotes", "published", "store_id"}
+_JSON_FIELDS = [f.name for f in fields(Paper) if f.name not in _COLUMN_FIELDS]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def _to_json(paper: Paper) -> str:
+    out: dict[str, Any] = {}
+    for name in _JSON_FIELDS:
+        value = getattr(paper, name)
+        if value in (None, (), ""):
+            continue
+        out[name] = value.isoformat() if isinstance(value, date) else value
+    return json.dumps(out, sort_keys=True, ensure_ascii=False)
+
+
+def _from_row(row: Any) -> Paper:
+    data = json.loads(row.data)
+    for name in ("authors", "categories", "keywords"):
+        if name in data:
+            data[name] = tuple(data[name])
+    if "listed_on" in data:
+        data["listed_on"] = date.fromisoformat(data["listed_on"])
+    return Paper(title=row.title, abstract=row.abstract, arxiv_id=row.arxiv_id, upvotes=row.upvotes,
+                 published=row.published, store_id=row.id, **data)
+
+
+def _record(row: Any) -> DeliveryRecord:
+    return DeliveryRecord(**{k: v for k, v in row._mapping.items() if k != "updated_at"})
