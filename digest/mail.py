@@ -19,6 +19,7 @@ from email.headerregistry import Address
 from email.message import EmailMessage, MIMEPart
 from email.policy import EmailPolicy
 from email.utils import format_datetime
+from functools import lru_cache
 from io import BytesIO
 from typing import Any
 from urllib.parse import quote
@@ -35,6 +36,7 @@ _AS_WRITTEN = {"list-unsubscribe", "list-unsubscribe-post", "list-id", "message-
 _EW_CHUNK = 42  # bytes per encoded word: base64 of 42 bytes is 56 characters, "Subject: " + word 77
 
 
+@lru_cache(maxsize=4096)  # subjects repeat across subscribers (same date, count and topics)
 def encode_words(text: str) -> str:
     """`text` as RFC 2047 encoded words (UTF-8, base64), folded one word per line.
 
@@ -92,7 +94,14 @@ class _Generator(BytesGenerator):
 
 
 class DigestMessage(EmailMessage):
-    """An EmailMessage whose `as_bytes` uses the faster generator above."""
+    """An EmailMessage whose `as_bytes` uses the faster generator above.
+
+    Only `build_message` makes these, setting each header once, so setting a header skips the
+    base class's scan of every header for a duplicate (quadratic in the number of headers).
+    """
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        self._headers.append(self.policy.header_store_parse(name, value))
 
     def as_bytes(self, unixfrom: bool = False, policy: Any = None) -> bytes:
         buffer = BytesIO()
@@ -154,6 +163,8 @@ def _text_part(text: str, subtype: str) -> MIMEPart:
     encoded = binascii.b2a_qp(text.replace("\r\n", "\n").encode("utf-8"), istext=True)
     part.set_payload(encoded.decode("ascii"))
     return part
+
+
 
 
 def build_message(rendered: Rendered, subscriber: Subscriber, newsletter: Newsletter, day: date,

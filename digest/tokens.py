@@ -4,14 +4,43 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 from itsdangerous import BadSignature, URLSafeSerializer
+from itsdangerous import Signer as HmacSigner
+from itsdangerous.encoding import base64_encode
+
+_DERIVED: dict[tuple[bytes, bytes, str], bytes] = {}
+
+
+class _KeyCachingSigner(HmacSigner):
+    """itsdangerous' HMAC signer, deriving each (salt, secret) key once instead of once per token.
+
+    The tokens are byte for byte the same; a send run makes three per subscriber, and the key
+    derivation was a third of their cost.
+    """
+
+    def derive_key(self, secret_key: str | bytes | None = None) -> bytes:
+        key = self.secret_keys[-1] if secret_key is None else (
+            secret_key.encode() if isinstance(secret_key, str) else secret_key)
+        cache_key = (self.salt, key, self.key_derivation)
+        if cache_key not in _DERIVED:
+            _DERIVED[cache_key] = super().derive_key(key)
+        return _DERIVED[cache_key]
 
 ACTIONS = ("unsubscribe", "preferences", "feedback")
 
 
 class BadToken(Exception):
     """A token that was forged, altered, truncated or made for another action."""
+
+
+class _Serializer(URLSafeSerializer):
+    """URLSafeSerializer without trying zlib on the payload: `{"e": address}` never shrinks by it,
+    so the tokens are the same, minus a compression attempt per token. Loading still accepts both."""
+
+    def dump_payload(self, obj: Any) -> bytes:
+        return base64_encode(self.serializer.dumps(obj, **self.serializer_kwargs).encode("utf-8"))
 
 
 @dataclass(frozen=True)
@@ -22,7 +51,8 @@ class Signer:
 
     @cached_property
     def _serializers(self) -> dict[str, URLSafeSerializer]:
-        return {action: URLSafeSerializer(self.secret, salt=f"paper-digest.{action}") for action in ACTIONS}
+        return {action: _Serializer(self.secret, salt=f"paper-digest.{action}", signer=_KeyCachingSigner)
+                for action in ACTIONS}
 
     def _serializer(self, action: str) -> URLSafeSerializer:
         if action not in ACTIONS:
