@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Iterator
 from datetime import date, timedelta
 from pathlib import Path
@@ -172,3 +174,27 @@ def test_feedback_link_asks_then_records_and_moves_the_next_ranking(web, app):
     assert web.client.post(web.path(f"{app.links_for(ADA).feedback}/999999/more")).status_code == 404
     forged = url.replace(url.split("/")[2], url.split("/")[2][:-3] + "xyz")
     assert web.client.post(forged).status_code == 400
+
+
+def test_preview_rereads_a_changed_template(make_config, subscribers_dir, tmp_path, monkeypatch):
+    """An operator editing an override template sees the change on the next preview, without a restart."""
+    monkeypatch.setenv("DIGEST_SECRET", "web-test-secret")
+    overrides = tmp_path / "overrides"
+    overrides.mkdir()
+    template = overrides / "digest.html.j2"
+    header = ('{% extends "builtin/digest.html.j2" %}'
+              '{% block header %}<tr><td class="hdr">VERSION</td></tr>{% endblock %}')
+    template.write_text(header.replace("VERSION", "First draft"), encoding="utf-8")
+    app = App(make_config(subscribers={"dir": str(subscribers_dir)}, render={"templates": str(overrides)}))
+    app.ingest([SEEDS], seen_on=DAY)
+    server = Server(app)
+    try:
+        params = {"subscriber": ADA, "date": DAY.isoformat()}
+        assert "First draft" in server.client.get("/admin/preview.html", params=params).text
+        template.write_text(header.replace("VERSION", "Second draft"), encoding="utf-8")
+        os.utime(template, (time.time() + 5, time.time() + 5))  # a later mtime, whatever the clock's resolution
+        page = server.client.get("/admin/preview.html", params=params).text
+        assert "Second draft" in page and "First draft" not in page
+    finally:
+        server.close()
+        app.close()
