@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import configparser
+import contextlib
 import json
+import os
 import re
 import shutil
 import signal
@@ -157,3 +159,31 @@ def test_readme_systemd_units_verify(tmp_path):
         result = subprocess.run(["systemd-analyze", "verify", *(str(tmp_path / n) for n in units)],
                                 capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, result.stderr
+
+
+def test_progress_bar_on_a_terminal_only(tmp_path):
+    """A long send shows a progress bar when stderr is a terminal (a real pty) and none when it is a file."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    write_profiles(tmp_path / "subscribers", {f"p{i}": f'email = "p{i}@example.org"\nmax_papers = 1\n'
+                                              for i in range(60)})
+    (tmp_path / "digest.toml").write_text(f'[ingest]\npaths = ["{SEEDS}"]\n', encoding="utf-8")
+    assert cli(tmp_path, "ingest", "--date", "2026-06-12").returncode == 0
+    env = {"PATH": "/usr/bin:/bin", "DIGEST_SECRET": "test-secret"}
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # a terminal 100 columns wide
+    process = subprocess.Popen([sys.executable, "-m", "digest", "send", "--date", "2026-06-12", "--dry-run"],
+                               cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=follower, env=env)
+    os.close(follower)
+    seen = b""
+    with contextlib.suppress(OSError):  # EIO once the process has closed the terminal
+        while chunk := os.read(leader, 4096):
+            seen += chunk
+    process.wait(timeout=60)
+    os.close(leader)
+    assert b"sending 2026-06-12:" in seen and b"/60 [" in seen
+    to_file = cli(tmp_path, "send", "--date", "2026-06-12", "--dry-run")
+    assert "sending 2026-06-12" not in to_file.stderr
