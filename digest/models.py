@@ -62,10 +62,6 @@ class Paper:
         # (papers key the formatting caches, looked up for every paper of every digest).
         return hash((self.arxiv_id, self.title))
 
-    @property
-    def author_count(self) -> int:
-        return len(self.authors) if self.authors else (self.n_authors or 0)
-
 
 @dataclass(frozen=True)
 class RecordError:

@@ -134,7 +134,7 @@ class Daemon:
     def __init__(self, *, engine: object, store: object, zone: str, fetch_cron: str, grace: timedelta,
                  subscribers: Callable[[], Sequence[Subscriber]], deliver: Callable[..., object],
                  fetch: Callable[[], object], resync_minutes: int = 5, manual: bool = False) -> None:
-        self.store, self.zone = store, zone
+        self.store = store
         self.fetch_trigger = parse_cron(fetch_cron, zone) if fetch_cron else None
         self.subscribers, self._deliver, self._fetch = subscribers, deliver, fetch
         self.resync_minutes = resync_minutes
