@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import email
+import html
 import re
 from datetime import UTC, date, datetime
 from email import policy
@@ -30,7 +31,7 @@ def test_multipart_alternative_text_first_html_last():
     parts = list(msg.iter_parts())
     assert [p.get_content_type() for p in parts] == ["text/plain", "text/html"]
     assert parts[0].get_content().replace("\r\n", "\n") == "Caf\u00e9 \u2014 text\n"
-    assert "Caf\u00e9 \u2014 HTML" in parts[1].get_content()
+    assert "Caf\u00e9 \u2014 HTML" in html.unescape(parts[1].get_content())
     assert b"\r\n" in raw and b"\n" not in raw.replace(b"\r\n", b"")
 
 
@@ -120,6 +121,30 @@ def test_bodies_survive_quoted_printable_exactly():
     assert plain.get_content().replace("\r\n", "\n") == text
     assert rich.get_content().replace("\r\n", "\n") == html
     assert all(p["Content-Transfer-Encoding"] == "quoted-printable" for p in (plain, rich))
+
+
+def test_html_goes_out_as_7bit_with_character_references():
+    """Non-ASCII HTML becomes character references in a 7bit part that renders the same characters."""
+    page = "<p style=\"color:#111\">Caf\u00e9 \u2014 \U0001F680 a=b</p>\n" * 20
+    rendered = Rendered(subject="s", preheader="", html=page, text="t", links=RENDERED.links)
+    raw = build_message(rendered, Subscriber(email="a@example.org"), NEWS, DAY).as_bytes()
+    rich = list(parse(raw).iter_parts())[1]
+    assert rich["Content-Transfer-Encoding"] == "7bit"
+    assert raw.isascii() and b"=3D" not in raw and b"&#233;" in raw
+    assert html.unescape(rich.get_content()).replace("\r\n", "\n") == page
+
+
+def test_html_that_cannot_be_7bit_is_quoted_printable():
+    """A line over 998 octets, a bare CR or the MIME boundary inside the HTML: quoted-printable, decoding back."""
+    from digest.mail import BOUNDARY
+
+    for page in ("<p>" + "y" * 999 + "</p>", "<p>a\rb</p>", f"<p>--{BOUNDARY}--</p>\n<p>after</p>"):
+        rendered = Rendered(subject="s", preheader="", html=page, text="t", links=RENDERED.links)
+        message = parse(build_message(rendered, Subscriber(email="a@example.org"), NEWS, DAY).as_bytes())
+        plain, rich = message.iter_parts()
+        assert rich["Content-Transfer-Encoding"] == "quoted-printable", page[:20]
+        assert rich.get_content().replace("\r\n", "\n").replace("\r", "\n") == page.replace("\r", "\n")
+        assert plain.get_content() == "t"
 
 
 def test_plain_headers_match_the_standard_smtp_policy():
