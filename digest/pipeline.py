@@ -330,15 +330,16 @@ class App:
         results = []
         folder = out / day.isoformat()
         folder.mkdir(parents=True, exist_ok=True)
-        for subscriber in self.chosen(self.roster(), only):
-            composed = self.compose(subscriber, day, pool)
-            stem = safe_name(subscriber.email)
-            files = [folder / f"{stem}.{ext}" for ext in ("html", "txt", "eml")]
-            payloads = [composed.rendered.html.encode(), composed.rendered.text.encode(),
-                        composed.message.as_bytes()]
-            for path, data in zip(files, payloads, strict=True):
-                write_atomic(path, data)
-            results.append((composed, files))
+        with self.renderer.pinned():
+            for subscriber in self.chosen(self.roster(), only):
+                composed = self.compose(subscriber, day, pool)
+                stem = safe_name(subscriber.email)
+                files = [folder / f"{stem}.{ext}" for ext in ("html", "txt", "eml")]
+                payloads = [composed.rendered.html.encode(), composed.rendered.text.encode(),
+                            composed.message.as_bytes()]
+                for path, data in zip(files, payloads, strict=True):
+                    write_atomic(path, data)
+                results.append((composed, files))
         return results
 
     def send(self, day: date, *, dry_run: bool = False, only: str | None = None,
@@ -363,20 +364,25 @@ class App:
         pool = self.pool(day)
         prepare(pool, chosen, self.settings)  # every subscriber's keywords in one sparse product
         run = _Run(day, pool, blocked, self.signals(chosen, day), done, dry_run)
-        for subscriber in progress(chosen, len(chosen), f"sending {day}"):
-            if should_stop():
-                break
-            try:
-                outcome = self._send_one(subscriber, run)
-            except Exception as exc:  # one broken digest must not stop the others
-                log.exception("failed to build the digest for %s", subscriber.email)
-                outcome = Outcome(subscriber.email, "failed", f"{exc.__class__.__name__}: {exc}")
-            if outcome.stop and not run.halted:
-                run.halted = report.halted = outcome.reason
-            if outcome.status != "sent":
-                log.info("%s %s: %s", outcome.status, subscriber.email, outcome.reason)
-            report.outcomes.append(outcome)
+        with self.renderer.pinned():
+            for subscriber in progress(chosen, len(chosen), f"sending {day}"):
+                if should_stop():
+                    break
+                report.outcomes.append(self._attempt(subscriber, run, report))
         return report
+
+    def _attempt(self, subscriber: Subscriber, run: _Run, report: SendReport) -> Outcome:
+        """One subscriber's delivery; an error building their digest fails only theirs."""
+        try:
+            outcome = self._send_one(subscriber, run)
+        except Exception as exc:  # one broken digest must not stop the others
+            log.exception("failed to build the digest for %s", subscriber.email)
+            outcome = Outcome(subscriber.email, "failed", f"{exc.__class__.__name__}: {exc}")
+        if outcome.stop and not run.halted:
+            run.halted = report.halted = outcome.reason
+        if outcome.status != "sent":
+            log.info("%s %s: %s", outcome.status, subscriber.email, outcome.reason)
+        return outcome
 
     def _send_one(self, subscriber: Subscriber, run: _Run) -> Outcome:
         email = subscriber.email

@@ -6,11 +6,12 @@ once per message: every rendered email gets the inline styles for the price of a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from jinja2 import ChoiceLoader, Environment, FileSystemLoader, PrefixLoader, StrictUndefined, TemplateError
+from jinja2 import ChoiceLoader, Environment, FileSystemLoader, PrefixLoader, StrictUndefined, Template, TemplateError
 
 from .errors import RenderError
 from .filters import FILTERS, SUBJECT_LIMIT, one_line
@@ -44,6 +45,19 @@ class Renderer:
         self.search_path = (*(Path(folder) for folder in template_dirs), BUILTIN_TEMPLATES)
         self.inline_per_message = inline_per_message
         self.environment = self._environment(inline_per_message is None)
+        self._pinned: dict[str, Template] | None = None
+
+    @contextmanager
+    def pinned(self) -> Iterator[None]:
+        """Templates looked up once while inside (a send run), not checked on disk for each message.
+
+        Outside, every lookup checks the template files, so an edited template shows on the next preview.
+        """
+        self._pinned = {}
+        try:
+            yield
+        finally:
+            self._pinned = None
 
     def _environment(self, inline_at_load: bool) -> Environment:
         """The Jinja environment: `builtin/` always means a built-in, other names try overrides first."""
@@ -74,11 +88,18 @@ class Renderer:
     def render_template(self, name: str, context: dict[str, Any]) -> str:
         """One template rendered with `context`; Jinja errors become a RenderError naming the template."""
         try:
-            return self.environment.get_template(name).render(context)
+            return self._template(name).render(context)
         except RenderError:
             raise
         except TemplateError as exc:
             raise RenderError(f"{name}: {exc}") from exc
+
+    def _template(self, name: str) -> Template:
+        if self._pinned is None:
+            return self.environment.get_template(name)
+        if name not in self._pinned:
+            self._pinned[name] = self.environment.get_template(name)
+        return self._pinned[name]
 
 
 def _context(digest: Digest, newsletter: Newsletter, links: Links) -> dict[str, Any]:

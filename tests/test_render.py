@@ -170,3 +170,19 @@ def test_every_paper_has_more_and_less_like_this_links(renderer):
             url = f"{LINKS.feedback}/{p.store_id}/{direction}"
             assert soup.find("a", href=url).get_text() == label
             assert f"{label}: {url}" in out.text
+
+
+def test_a_send_run_reads_each_template_once_and_later_runs_see_edits(tmp_path: Path):
+    """Inside `pinned()` (a send run) templates are not rechecked per message; outside, an edit shows at once."""
+    import os
+
+    template = tmp_path / "subject.txt.j2"
+    template.write_text("First {{ digest.count }}", encoding="utf-8")
+    renderer = Renderer([tmp_path])
+    digest = digest_of(paper(1))
+    with renderer.pinned():
+        assert renderer.render(digest, NEWS, LINKS).subject == "First 1"
+        template.write_text("Second {{ digest.count }}", encoding="utf-8")
+        os.utime(template, (template.stat().st_mtime + 5,) * 2)  # a newer mtime whatever the clock's grain
+        assert renderer.render(digest, NEWS, LINKS).subject == "First 1"
+    assert renderer.render(digest, NEWS, LINKS).subject == "Second 1"
