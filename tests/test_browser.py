@@ -7,9 +7,11 @@ Without Chromium these tests are skipped, unless DIGEST_REQUIRE_BROWSER=1 (CI se
 
 from __future__ import annotations
 
+import email
 import os
 import shutil
 from collections.abc import Iterator
+from email import policy
 from pathlib import Path
 
 import pytest
@@ -75,6 +77,23 @@ def test_digest_reads_at_desktop_and_phone_widths(browser, web, width, scheme):
     assert (background == "rgb(255, 255, 255)") is (scheme == "light")  # dark mode repaints the card
     page.screenshot(path=ARTIFACTS / f"digest-{width}-{scheme}.png", full_page=True)
     page.close()
+
+
+def test_the_mailed_html_part_shows_what_the_preview_shows(browser, web):
+    """The HTML part as a mail client decodes it from the message (7bit, character references) reads exactly
+    like the rendered page: every ·, — and accented name appears as itself, not as an entity."""
+    composed = web.app.compose(web.app.roster().find(ADA), DAY, web.app.pool(DAY))
+    raw = composed.message.as_bytes()
+    part = list(email.message_from_bytes(raw, policy=policy.default).iter_parts())[1]
+    assert raw.isascii() and part["Content-Transfer-Encoding"] == "7bit"
+    page = browser.new_page()
+    texts = []
+    for html in (part.get_content(), composed.rendered.html):
+        page.set_content(html)
+        texts.append(page.inner_text("body"))
+    page.close()
+    assert texts[0] == texts[1]
+    assert "·" in texts[0] and "&#" not in texts[0]
 
 
 def test_operator_pages_show_subscribers_and_the_preview(browser, web):
