@@ -113,9 +113,43 @@ class DigestMessage(EmailMessage):
         self._headers.append(self.policy.header_store_parse(name, value))
 
     def as_bytes(self, unixfrom: bool = False, policy: Any = None) -> bytes:
+        if not unixfrom and policy in (None, POLICY) and self._is_digest():
+            return self._digest_bytes()
+        return self.generated(unixfrom, policy)
+
+    def generated(self, unixfrom: bool = False, policy: Any = None) -> bytes:
+        """The message through the email package's generator (what `as_bytes` writes, byte for byte)."""
         buffer = BytesIO()
         _Generator(buffer, mangle_from_=False, policy=policy or self.policy).flatten(self, unixfrom=unixfrom)
         return buffer.getvalue()
+
+    def _is_digest(self) -> bool:
+        """Shaped as `build_message` makes it: our boundary, two text parts with plain ASCII bodies, nothing else."""
+        parts = self._payload
+        return (self.policy is POLICY and self.preamble is None and self.epilogue is None
+                and any(value is _FIXED["Content-Type"] for _, value in self._headers)
+                and isinstance(parts, list) and len(parts) == 2
+                and all(isinstance(part, MIMEPart) and part.policy is POLICY and isinstance(part._payload, str)
+                        and part._payload.isascii() and not part.is_multipart()
+                        and part.preamble is None and part.epilogue is None
+                        and any(value in _PART_TYPES.values() for _, value in part._headers) for part in parts))
+
+    def _digest_bytes(self) -> bytes:
+        """What the generator writes for this shape, without its per-part policy clones and buffers."""
+        nl, out = POLICY.linesep, [_head_bytes(self)]
+        for n, part in enumerate(self._payload):
+            out.append(f"{nl if n else ''}--{BOUNDARY}{nl}".encode("ascii"))
+            out.append(_head_bytes(part))
+            body = part._payload
+            if "\r" in body:
+                body = body.replace("\r\n", "\n").replace("\r", "\n")
+            out.append(body.replace("\n", nl).encode("ascii"))
+        out.append(f"{nl}--{BOUNDARY}--{nl}".encode("ascii"))
+        return b"".join(out)
+
+
+def _head_bytes(message: MIMEPart) -> bytes:
+    return b"".join([*(POLICY.fold_binary(name, value) for name, value in message._headers), b"\r\n"])
 
 
 POLICY = DigestPolicy(linesep="\r\n")

@@ -165,3 +165,20 @@ def test_plain_headers_match_the_standard_smtp_policy():
     for field in re.split(r"\r\n(?! )", _head(standard.as_bytes())):
         assert field.split(":")[0] in ours_fields
         assert field + "\r\n" in ours_head + "\r\n", field  # the same bytes, folds included
+
+
+def test_fast_serialiser_writes_what_the_email_generator_writes():
+    """`as_bytes` skips the email package's generator for a digest; the bytes must be the generator's exactly."""
+    pages = ["<p>Caf\u00e9 \u2014 ok</p>\n" * 30, "<p>" + "y" * 1200 + "</p>", "<p>a\rb\r\nc</p>"]
+    texts = ["Caf\u00e9 \u2014 text\n" * 10, "plain ascii\r\nwith CRLF\n", "x" * 300]
+    subjects = ["Kernel Weekly — 12 Jun: 3 new papers", "A plain ASCII subject " * 5, "Short"]
+    names = ["Ada", "Łukasz \"Ł\" Żółw, PhD", ""]
+    for n, (page, text, subject, name) in enumerate(zip(pages, texts, subjects, names, strict=True)):
+        rendered = Rendered(subject=subject, preheader="", html=page, text=text, links=RENDERED.links)
+        message = build_message(rendered, Subscriber(email="ada@example.org", name=name), NEWS, DAY, test=n == 1)
+        assert message._is_digest()
+        assert message.as_bytes() == message.generated()
+    message["X-Extra"] = "added after building: still the generator's bytes"
+    assert message.as_bytes() == message.generated()
+    message.preamble = "This is a multi-part message."
+    assert not message._is_digest() and message.as_bytes() == message.generated()
