@@ -19,8 +19,9 @@ from .config import Config, load_config
 from .errors import DigestError, UsageError
 from .filters import paper_url
 from .logs import setup_logging
-from .pipeline import NOT_ATTEMPTED, App, IngestReport, SendReport
+from .pipeline import App, IngestReport
 from .select import Ranked
+from .sending import NOT_ATTEMPTED, SendReport
 from .status import delivery_lines, render_status
 from .subscribers import load_subscribers
 

@@ -15,8 +15,9 @@ from zoneinfo import ZoneInfo
 
 from .collect import CollectReport, collect
 from .fetch import USER_AGENT, Fetcher, FetchPolicy
-from .pipeline import App, IngestReport, SendReport
+from .pipeline import App, IngestReport
 from .schedule import Daemon, due
+from .sending import SendReport
 
 log = logging.getLogger("digest")
 

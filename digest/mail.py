@@ -19,6 +19,7 @@ import binascii
 import hashlib
 import re
 import secrets
+import sys
 from datetime import UTC, date, datetime
 from email.generator import BytesGenerator
 from email.headerregistry import Address
@@ -78,7 +79,7 @@ class DigestPolicy(EmailPolicy):
         if folded is not None:
             return folded
         if (isinstance(value, str) and value.isascii() and value.isprintable()
-                and len(name) + 2 + len(value) <= self.max_line_length):
+                and len(name) + 2 + len(value) <= (self.max_line_length or sys.maxsize)):
             return name + ": " + value + self.linesep  # one short line: what the base class returns for it
         if name.lower() in _AS_WRITTEN and not hasattr(value, "name"):
             return name + ": " + self.linesep.join(value.splitlines()) + self.linesep
