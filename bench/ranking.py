@@ -16,9 +16,11 @@ averaged over the pools. Methods:
   ours        digest.select.rank with the default settings, term statistics from the whole sample;
   ours+sem    ours with sentence-embedding similarity blended in (needs the `semantic` extra);
   supervised  logistic regression (C=10, balanced classes) on tf-idf 1-2-grams (sublinear tf, min_df 2),
-              trained on the true labels of every paper outside the category's pools, one fit per
-              category: not a competitor (it reads the answers), a rough ceiling on how far these labels
-              can be predicted from title and abstract.
+              trained on the true labels of every paper outside the category's pools (one fit per
+              category); where that leaves fewer than 100 papers of the category (cs.AR, cs.DC at
+              30 pools), outside the pool (one fit per pool): not a competitor (it reads the
+              answers), a rough ceiling on how far these labels can be predicted from title and
+              abstract.
 --scale: see scale.py.
 """
 
@@ -47,6 +49,7 @@ from digest.sources.jsonl import paper_of_object  # noqa: E402
 
 DEFAULT_DATA = os.environ.get("DIGEST_ARXIV_SAMPLE", "/work/shared/data/arxiv_sample.jsonl.gz")
 DAY = date(2026, 7, 1)
+SUPERVISED_MIN_POSITIVES = 100  # fewer papers of the category outside its pools: the reference is fitted per pool
 SEMANTIC_WEIGHT = 60.0  # the value the README recommends with the semantic extra
 # What a subscriber following the category might write; fixed before any method was measured.
 PROFILES = {
@@ -161,22 +164,29 @@ def newest_method(pool: list[Paper], _: str, __: random.Random) -> list[Paper]:
 
 
 def supervised_method(sample: Sample, pools: dict[str, list[list[Paper]]]) -> Method:
-    """Logistic regression on the true labels of every paper outside the category's pools (fitted on first use)."""
+    """Logistic regression on the true labels of every paper outside the category's pools, else outside the pool."""
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
 
     matrix = TfidfVectorizer(sublinear_tf=True, ngram_range=(1, 2), min_df=2, dtype=np.float32).fit_transform(
         f"{p.title} {p.abstract}" for p in sample.papers).tocsr()
-    models: dict[str, LogisticRegression] = {}
+    shared: dict[str, LogisticRegression | None] = {}
+
+    def fit(category: str, held_out: list[int], min_positives: int = 1) -> LogisticRegression | None:
+        labels = np.array([sample.has(i, category) for i in range(len(sample.papers))])
+        outside = np.ones(len(sample.papers), dtype=bool)
+        outside[held_out] = False
+        if labels[outside].sum() < min_positives:
+            return None
+        return LogisticRegression(C=10, class_weight="balanced", max_iter=1000).fit(matrix[outside], labels[outside])
 
     def run(pool: list[Paper], category: str, _: random.Random) -> list[Paper]:
-        if category not in models:
-            inside = np.zeros(len(sample.papers), dtype=bool)
-            inside[[r for cat_pool in pools[category] for r in _rows(cat_pool)]] = True
-            labels = np.array([sample.has(i, category) for i in range(len(sample.papers))])
-            models[category] = LogisticRegression(C=10, class_weight="balanced", max_iter=1000).fit(
-                matrix[~inside], labels[~inside])
-        score = models[category].decision_function(matrix[_rows(pool)])
+        if category not in shared:
+            held_out = [r for cat_pool in pools[category] for r in _rows(cat_pool)]
+            shared[category] = fit(category, held_out, SUPERVISED_MIN_POSITIVES)
+        model = shared[category] or fit(category, _rows(pool))
+        assert model is not None
+        score = model.decision_function(matrix[_rows(pool)])
         return [pool[j] for j in np.argsort(-score, kind="stable")]
     return run
 
