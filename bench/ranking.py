@@ -17,8 +17,8 @@ averaged over the pools. Methods:
   ours+sem    ours with sentence-embedding similarity blended in (needs the `semantic` extra);
   supervised  logistic regression (C=10, balanced classes) on tf-idf 1-2-grams (sublinear tf, min_df 2),
               trained on the true labels of every paper outside the category's pools (one fit per
-              category); where that leaves fewer than 100 papers of the category (cs.AR, cs.DC at
-              30 pools), outside the pool (one fit per pool): not a competitor (it reads the
+              category); where that leaves fewer than 100 papers of the category (cs.DC, cs.AR,
+              stat.ML), outside the pool (one fit per pool): not a competitor (it reads the
               answers), a rough ceiling on how far these labels can be predicted from title and
               abstract.
 --scale: see scale.py.
