@@ -1,9 +1,11 @@
 """MIME: a rendered digest → an RFC 5322 message with one-click unsubscribe headers.
 
-The message is a modern `EmailMessage` under the SMTP policy (CRLF). Two shortcuts keep it cheap
+The message is a modern `EmailMessage` under the SMTP policy (CRLF). Three shortcuts keep it cheap
 enough to build for every subscriber of a large list: header values that are already plain
 printable ASCII are stored as they are (the policy parses them lazily if they are read back, and
-folds any that are too long), and the bodies skip the pure-Python encoder `set_content` uses.
+folds any that are too long), the bodies skip the pure-Python encoder `set_content` uses, and
+a message shaped as `build_message` makes it is serialised directly, byte for byte what the email
+package's generator writes.
 
 The HTML part goes out as 7bit: every non-ASCII character becomes an HTML character reference
 (`&#183;`), which every mail client renders as the character, so the part needs no transfer
