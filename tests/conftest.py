@@ -80,3 +80,28 @@ def background_papers():
 
     text = gzip.decompress((FIXTURES / "arxiv_sample_head.jsonl.gz").read_bytes()).decode()
     return list(parse(text, "fixture", seen_on=DAY).papers)
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A PostgreSQL server for the session (skipped where PostgreSQL is not installed, unless CI requires it)."""
+    import os
+
+    from .pg import start
+
+    try:
+        server = start()
+    except (FileNotFoundError, OSError) as exc:
+        if os.environ.get("DIGEST_REQUIRE_POSTGRES"):
+            raise
+        pytest.skip(f"PostgreSQL not available: {exc}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request, tmp_path: Path) -> str:
+    """A fresh database URL: a SQLite file, and a PostgreSQL database (every store test runs on both)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'digest.db'}"
+    return request.getfixturevalue("postgres").new_database()

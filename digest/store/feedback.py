@@ -6,34 +6,34 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
 
 from ..models import Paper, clean_arxiv_id, normalise_title
+from .engine import Base
 from .tables import _from_row, _now, cache, embeddings, feedback, papers
 
 
-class FeedbackStore:
+class FeedbackStore(Base):
     """Feedback, paper lookups and caches for the selector (mixed into Store)."""
 
-    engine: Engine
 
     def add_feedback(self, subscriber: str, paper_id: int, value: int) -> None:
         """Record that a subscriber wants more (+1) or less (-1) like a paper; the latest word counts."""
         key = (feedback.c.subscriber == subscriber) & (feedback.c.paper_id == paper_id)
-        with self.engine.begin() as conn:
+        with self.write() as conn:
             conn.execute(feedback.delete().where(key))
             conn.execute(feedback.insert().values(subscriber=subscriber, paper_id=paper_id, value=value,
                                                   created_at=_now()))
 
-    def feedback_by_subscriber(self, subscriber: str | None = None) -> dict[str, dict[int, int]]:
-        """Every subscriber's feedback (or one's): paper id → +1 or -1."""
+    def feedback_by_subscriber(self, subscribers: str | Sequence[str] | None = None) -> dict[str, dict[int, int]]:
+        """Every subscriber's feedback (or that of one or some): paper id → +1 or -1."""
         query = sa.select(feedback.c.subscriber, feedback.c.paper_id, feedback.c.value)
-        if subscriber is not None:
-            query = query.where(feedback.c.subscriber == subscriber)
+        chosen = [subscribers] if isinstance(subscribers, str) else subscribers
+        parts = [None] if chosen is None else [chosen[i:i + 500] for i in range(0, len(chosen), 500)]
         out: dict[str, dict[int, int]] = {}
         with self.engine.connect() as conn:
-            for row in conn.execute(query):
-                out.setdefault(row.subscriber, {})[row.paper_id] = row.value
+            for part in parts:
+                for row in conn.execute(query if part is None else query.where(feedback.c.subscriber.in_(part))):
+                    out.setdefault(row.subscriber, {})[row.paper_id] = row.value
         return out
 
     def papers_by_id(self, ids: Iterable[int]) -> dict[int, Paper]:
@@ -82,7 +82,7 @@ class FeedbackStore:
         return bytes(value) if value is not None else None
 
     def put_cache(self, key: str, value: bytes) -> None:
-        with self.engine.begin() as conn:
+        with self.write() as conn:
             conn.execute(cache.delete().where(cache.c.key == key))
             conn.execute(cache.insert().values(key=key, value=value, updated_at=_now()))
 
@@ -98,7 +98,7 @@ class FeedbackStore:
         return out
 
     def put_embeddings(self, vectors: dict[str, np.ndarray], model: str) -> None:
-        with self.engine.begin() as conn:
+        with self.write() as conn:
             conn.execute(embeddings.delete().where(embeddings.c.model == model,
                                                    embeddings.c.paper_key.in_(list(vectors))))
             conn.execute(embeddings.insert(), [

@@ -8,10 +8,11 @@ from datetime import date, timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection
 
 from ..models import Paper, normalise_title
 from .records import IngestCounts
+from .engine import Base
 from .tables import _from_row, _now, _to_json, papers, upvotes
 
 
@@ -34,17 +35,16 @@ def _merge(old: Paper, new: Paper) -> Paper:
     return replace(old, **changes)
 
 
-class PaperStore:
+class PaperStore(Base):
     """Papers and their upvote history (mixed into Store)."""
 
-    engine: Engine
 
     def add_papers(self, batch: Iterable[Paper], *, seen_on: date) -> IngestCounts:
         """Insert or merge papers (one transaction); same arXiv id or title is one paper."""
         touched: set[int] = set()
         inserted: set[int] = set()
         changed: set[int] = set()
-        with self.engine.begin() as conn:
+        with self.write() as conn:
             by_arxiv, by_title = self._index(conn)
             for paper in batch:
                 row_id = (by_arxiv.get(paper.arxiv_id) if paper.arxiv_id else None) \

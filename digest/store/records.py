@@ -65,3 +65,5 @@ class DeliveryRecord:
     attempts: int
     transport: str
     detail: str
+    claimed_by: str | None = None
+    lease_until: datetime | None = None

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
 
 from .records import FetchRecord, RunRecord
+from .engine import Base
 from .tables import _now, fetches, locks, runs
 
 
-class RunStore:
+class RunStore(Base):
     """Fetch records, the run log and the schedule lock (mixed into Store)."""
 
-    engine: Engine
 
     # -- fetches and runs ---------------------------------------------------------
 
@@ -28,7 +27,7 @@ class RunStore:
     def record_fetch(self, record: FetchRecord) -> None:
         """Replace the source's last fetch; a failed fetch keeps the validators of the last good one."""
         values = {k: v for k, v in record.__dict__.items()}
-        with self.engine.begin() as conn:
+        with self.write() as conn:
             old = conn.execute(sa.select(fetches).where(fetches.c.source == record.source)).first()
             if record.result == "failed" and old is not None:
                 values.update(etag=old.etag, last_modified=old.last_modified, last_ok_at=old.last_ok_at)
@@ -38,13 +37,13 @@ class RunStore:
             conn.execute(fetches.insert().values(**values))
 
     def start_run(self, command: str) -> int:
-        with self.engine.begin() as conn:
+        with self.write() as conn:
             result = conn.execute(runs.insert().values(command=command, started_at=_now(), status="running",
                                                        summary=""))
             return int(result.inserted_primary_key[0])
 
     def finish_run(self, run_id: int, status: str, summary: str) -> None:
-        with self.engine.begin() as conn:
+        with self.write() as conn:
             conn.execute(runs.update().where(runs.c.id == run_id).values(
                 finished_at=_now(), status=status, summary=summary[:4000]))
 
@@ -59,7 +58,7 @@ class RunStore:
         """Take the named lock unless another owner's heartbeat is fresher than `stale_after` seconds."""
         now = _now()
         try:
-            with self.engine.begin() as conn:
+            with self.write() as conn:
                 row = conn.execute(sa.select(locks).where(locks.c.name == name)).first()
                 if row is None:
                     conn.execute(locks.insert().values(name=name, owner=owner, heartbeat_at=now))
@@ -73,13 +72,13 @@ class RunStore:
 
     def heartbeat(self, name: str, owner: str) -> bool:
         """Refresh the lock; False when it is no longer ours."""
-        with self.engine.begin() as conn:
+        with self.write() as conn:
             result = conn.execute(locks.update().where((locks.c.name == name) & (locks.c.owner == owner))
                                   .values(heartbeat_at=_now()))
             return bool(result.rowcount)
 
     def release_lock(self, name: str, owner: str) -> None:
-        with self.engine.begin() as conn:
+        with self.write() as conn:
             conn.execute(locks.delete().where((locks.c.name == name) & (locks.c.owner == owner)))
 
     def lock_holder(self, name: str) -> str:

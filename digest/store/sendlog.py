@@ -7,33 +7,41 @@ from datetime import date
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
 
 from .records import DeliveryRecord, Preference
+from .engine import Base
+from .claims import CHUNK, insert_ignoring
 from .tables import _now, _record, deliveries, preferences, received, suppressions
 
 
-class SendLogStore:
+def _chunks(items: Sequence[str] | None) -> list[Sequence[str] | None]:
+    if items is None:
+        return [None]
+    return [items[i:i + CHUNK] for i in range(0, len(items), CHUNK)]
+
+
+class SendLogStore(Base):
     """The send log, received papers, suppressions and preferences (mixed into Store)."""
 
-    engine: Engine
 
     # -- history, send log, suppressions ---------------------------------------
 
-    def received_before(self, subscriber: str, day: date) -> set[int]:
-        """Ids of papers this subscriber got in digests dated before `day`."""
-        query = sa.select(received.c.paper_id).where(
-            received.c.subscriber == subscriber, received.c.digest_date < day)
-        with self.engine.connect() as conn:
-            return set(conn.execute(query).scalars())
+    def received_before(self, subscriber: str, day: date, since: date | None = None) -> set[int]:
+        """Ids of papers this subscriber got in digests dated before `day` (and on or after `since`)."""
+        return self.received_by_subscriber(day, [subscriber], since).get(subscriber, set())
 
-    def received_by_subscriber(self, day: date) -> dict[str, set[int]]:
-        """For every subscriber at once, the ids of papers received in digests dated before `day`."""
+    def received_by_subscriber(self, day: date, subscribers: Sequence[str] | None = None,
+                               since: date | None = None) -> dict[str, set[int]]:
+        """Ids of papers received in digests dated before `day` (from `since`), for these subscribers or all."""
         query = sa.select(received.c.subscriber, received.c.paper_id).where(received.c.digest_date < day)
+        if since is not None:
+            query = query.where(received.c.digest_date >= since)
         out: dict[str, set[int]] = {}
         with self.engine.connect() as conn:
-            for row in conn.execute(query):
-                out.setdefault(row.subscriber, set()).add(row.paper_id)
+            for part in _chunks(subscribers):
+                chosen = query if part is None else query.where(received.c.subscriber.in_(part))
+                for row in conn.execute(chosen):
+                    out.setdefault(row.subscriber, set()).add(row.paper_id)
         return out
 
     def delivery(self, subscriber: str, day: date) -> DeliveryRecord | None:
@@ -48,56 +56,66 @@ class SendLogStore:
         with self.engine.connect() as conn:
             return [_record(row) for row in conn.execute(query)]
 
-    def mark_pending(self, subscriber: str, day: date, message_id: str, transport: str) -> None:
-        """Record, before handing over, that this digest is about to be sent (committed at once)."""
-        with self.engine.begin() as conn:
-            key = (deliveries.c.subscriber == subscriber) & (deliveries.c.digest_date == day)
-            if conn.execute(sa.select(deliveries.c.status).where(key)).first():
-                conn.execute(deliveries.update().where(key).values(
-                    status="pending", attempts=deliveries.c.attempts + 1, updated_at=_now()))
-            else:
-                conn.execute(deliveries.insert().values(
-                    subscriber=subscriber, digest_date=day, message_id=message_id, status="pending",
-                    attempts=1, transport=transport, detail="", updated_at=_now()))
+    def delivery_counts(self, day: date) -> dict[str, int]:
+        """How many digests of `day` are in each state."""
+        query = (sa.select(deliveries.c.status, sa.func.count()).where(deliveries.c.digest_date == day)
+                 .group_by(deliveries.c.status))
+        with self.engine.connect() as conn:
+            return {status: int(n) for status, n in conn.execute(query)}
 
-    def mark_sent(self, subscriber: str, day: date, paper_ids: Sequence[int]) -> None:
-        """Record a handed-over digest and the papers it carried, in one transaction."""
-        with self.engine.begin() as conn:
-            conn.execute(deliveries.update().where(
-                (deliveries.c.subscriber == subscriber) & (deliveries.c.digest_date == day)
-            ).values(status="sent", detail="", updated_at=_now()))
-            # One read and one batch insert rather than two statements per paper: this runs per digest.
-            have = set(conn.execute(sa.select(received.c.paper_id).where(received.c.subscriber == subscriber))
-                       .scalars())
-            rows = [{"subscriber": subscriber, "paper_id": paper_id, "digest_date": day}
-                    for paper_id in dict.fromkeys(paper_ids) if paper_id not in have]
-            if rows:
-                conn.execute(received.insert(), rows)
-
-    def mark_failed(self, subscriber: str, day: date, detail: str) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(deliveries.update().where(
-                (deliveries.c.subscriber == subscriber) & (deliveries.c.digest_date == day)
-            ).values(status="failed", detail=detail[:2000], updated_at=_now()))
-
-    def note_temporary(self, subscriber: str, day: date, detail: str, *, retrying: bool) -> None:
-        """Keep a digest pending with the server's reply; `retrying` counts the attempt about to follow."""
+    @staticmethod
+    def _held(subscriber: str, day: date, owner: str | None) -> Any:
         key = (deliveries.c.subscriber == subscriber) & (deliveries.c.digest_date == day)
-        attempts = deliveries.c.attempts + (1 if retrying else 0)
-        with self.engine.begin() as conn:
-            conn.execute(deliveries.update().where(key).values(
-                status="pending", attempts=attempts, detail=detail[:2000], updated_at=_now()))
+        return key if owner is None else key & (deliveries.c.claimed_by == owner)
 
-    def mark_bounced(self, subscriber: str, day: date, detail: str, suppress_after: int) -> bool:
+    def mark_sent(self, subscriber: str, day: date, paper_ids: Sequence[int], owner: str | None = None) -> bool:
+        """Record a handed-over digest and the papers it carried, in one transaction.
+
+        With `owner`, only while that worker still holds the claim; False when it no longer did (the
+        papers are recorded all the same: the subscriber has them).
+        """
+        rows = [{"subscriber": subscriber, "paper_id": paper_id, "digest_date": day}
+                for paper_id in dict.fromkeys(paper_ids)]
+        with self.write() as conn:
+            held = conn.execute(deliveries.update().where(self._held(subscriber, day, owner)).values(
+                status="sent", detail="", claimed_by=None, lease_until=None, updated_at=_now())).rowcount
+            insert_ignoring(conn, received, rows)  # a paper received before keeps its first date
+        return bool(held)
+
+    def mark_failed(self, subscriber: str, day: date, detail: str, owner: str | None = None) -> None:
+        with self.write() as conn:
+            conn.execute(deliveries.update().where(self._held(subscriber, day, owner)).values(
+                status="failed", detail=detail[:2000], claimed_by=None, lease_until=None, updated_at=_now()))
+
+    def mark_empty(self, subscriber: str, day: date, detail: str, owner: str | None = None) -> None:
+        """Nothing to send today (yet): a later run composes it again once new papers arrive."""
+        with self.write() as conn:
+            conn.execute(deliveries.update().where(self._held(subscriber, day, owner)).values(
+                status="empty", detail=detail[:2000], claimed_by=None, lease_until=None,
+                attempts=deliveries.c.attempts - 1, updated_at=_now()))
+
+    def note_temporary(self, subscriber: str, day: date, detail: str, *, retrying: bool,
+                       owner: str | None = None) -> None:
+        """A temporary failure: retried now (the claim kept, the attempt counted) or left pending for the next run."""
+        values: dict[str, Any] = {"detail": detail[:2000], "updated_at": _now()}
+        if retrying:
+            values["attempts"] = deliveries.c.attempts + 1
+        else:
+            values.update(status="pending", claimed_by=None, lease_until=None)
+        with self.write() as conn:
+            conn.execute(deliveries.update().where(self._held(subscriber, day, owner)).values(**values))
+
+    def mark_bounced(self, subscriber: str, day: date, detail: str, suppress_after: int,
+                     owner: str | None = None) -> bool:
         """Record a hard bounce; suppress the address once it has bounced `suppress_after` digests in a row.
 
         In a row means since the last digest it accepted. One transaction, so the bounce and the
         suppression it causes are never half-recorded. True when this bounce suppressed the address.
         """
         mine = deliveries.c.subscriber == subscriber
-        with self.engine.begin() as conn:
-            conn.execute(deliveries.update().where(mine & (deliveries.c.digest_date == day)).values(
-                status="bounced", detail=detail[:2000], updated_at=_now()))
+        with self.write() as conn:
+            conn.execute(deliveries.update().where(self._held(subscriber, day, owner)).values(
+                status="bounced", detail=detail[:2000], claimed_by=None, lease_until=None, updated_at=_now()))
             last_sent = conn.execute(sa.select(sa.func.max(deliveries.c.digest_date)).where(
                 mine & (deliveries.c.status == "sent"))).scalar()
             since = (deliveries.c.digest_date > last_sent) if last_sent else sa.true()
@@ -111,9 +129,18 @@ class SendLogStore:
             return True
 
     def suppress(self, email: str, reason: str) -> None:
-        with self.engine.begin() as conn:
+        with self.write() as conn:
             if not conn.execute(sa.select(suppressions.c.email).where(suppressions.c.email == email)).first():
                 conn.execute(suppressions.insert().values(email=email, reason=reason, created_at=_now()))
+
+    def suppressed_among(self, emails: Sequence[str]) -> dict[str, str]:
+        """Of these addresses, the suppressed ones (lower-case) with the reason."""
+        out: dict[str, str] = {}
+        with self.engine.connect() as conn:
+            for part in _chunks([e.lower() for e in emails]):
+                query = sa.select(suppressions).where(sa.func.lower(suppressions.c.email).in_(part))
+                out.update({r.email.lower(): r.reason for r in conn.execute(query)})
+        return out
 
     def suppressed(self) -> dict[str, str]:
         """Suppressed addresses (unsubscribed, bounced) with the reason."""
@@ -122,7 +149,7 @@ class SendLogStore:
 
     def unsuppress(self, email: str, reason: str) -> bool:
         """Lift a suppression made for `reason` (a resubscribe never lifts a bounce); True if one was."""
-        with self.engine.begin() as conn:
+        with self.write() as conn:
             result = conn.execute(suppressions.delete().where(
                 (sa.func.lower(suppressions.c.email) == email.lower()) & (suppressions.c.reason == reason)))
             return bool(result.rowcount)
@@ -140,6 +167,15 @@ class SendLogStore:
             return {r.email: Preference(r.email, r.frequency, r.paused_until)
                     for r in conn.execute(sa.select(preferences))}
 
+    def preferences_among(self, emails: Sequence[str]) -> dict[str, Preference]:
+        """Of these addresses, the preferences of those who set any, by lower-case address."""
+        out: dict[str, Preference] = {}
+        with self.engine.connect() as conn:
+            for part in _chunks([e.lower() for e in emails]):
+                query = sa.select(preferences).where(preferences.c.email.in_(part))
+                out.update({r.email: Preference(r.email, r.frequency, r.paused_until) for r in conn.execute(query)})
+        return out
+
     _UNSET: Any = object()
 
     def set_preference(self, email: str, *, frequency: Any = _UNSET, paused_until: Any = _UNSET) -> None:
@@ -147,7 +183,7 @@ class SendLogStore:
         changes = {k: v for k, v in (("frequency", frequency), ("paused_until", paused_until))
                    if v is not SendLogStore._UNSET}
         key = email.lower()
-        with self.engine.begin() as conn:
+        with self.write() as conn:
             if conn.execute(sa.select(preferences.c.email).where(preferences.c.email == key)).first():
                 conn.execute(preferences.update().where(preferences.c.email == key).values(
                     updated_at=_now(), **changes))

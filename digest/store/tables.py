@@ -40,11 +40,16 @@ deliveries = sa.Table(
     sa.Column("subscriber", sa.String, primary_key=True),
     sa.Column("digest_date", sa.Date, primary_key=True),
     sa.Column("message_id", sa.String, nullable=False),
-    sa.Column("status", sa.String, nullable=False),  # pending | sent | failed | bounced
+    # queued (due, waiting for a worker) | claimed (a worker holds it until lease_until) | pending (a temporary
+    # failure: the next run sends it) | sent | failed | bounced
+    sa.Column("status", sa.String, nullable=False),
     sa.Column("attempts", sa.Integer, nullable=False, default=0),
     sa.Column("transport", sa.String, nullable=False),
     sa.Column("detail", sa.Text, nullable=False, default=""),
     sa.Column("updated_at", sa.DateTime, nullable=False),
+    sa.Column("claimed_by", sa.String),  # the worker holding the claim (see digest.claims.Owner)
+    sa.Column("lease_until", sa.DateTime),  # after this (UTC) another worker may take the claim over
+    sa.Index("ix_deliveries_queue", "digest_date", "status"),
 )
 
 received = sa.Table(
@@ -121,6 +126,46 @@ embeddings = sa.Table(
     sa.Column("paper_key", sa.String, primary_key=True),
     sa.Column("model", sa.String, primary_key=True),
     sa.Column("vector", sa.LargeBinary, nullable=False),  # float32, little-endian
+)
+
+subscribers = sa.Table(  # every valid subscriber, whatever its source (profile file or import)
+    "subscribers", metadata,
+    sa.Column("email_key", sa.String, primary_key=True),  # lower-case address: one subscriber per address
+    sa.Column("email", sa.String, nullable=False),  # as written
+    sa.Column("source", sa.String, nullable=False),  # file | import
+    sa.Column("path", sa.String),  # the profile file, for source = file
+    sa.Column("timezone", sa.String, nullable=False),
+    sa.Column("send_at", sa.String, nullable=False),  # HH:MM
+    sa.Column("frequency", sa.String, nullable=False),
+    sa.Column("profile", sa.Text, nullable=False),  # the whole validated profile as JSON
+    sa.Column("updated_at", sa.DateTime, nullable=False),
+    sa.Index("ix_subscribers_slot", "timezone", "send_at", "frequency"),
+)
+
+profile_files = sa.Table(  # what was last read from each profile file, so unchanged files are not parsed again
+    "profile_files", metadata,
+    sa.Column("path", sa.String, primary_key=True),
+    sa.Column("mtime_ns", sa.BigInteger, nullable=False),
+    sa.Column("size", sa.BigInteger, nullable=False),
+    sa.Column("sha256", sa.String, nullable=False),
+    sa.Column("email_key", sa.String),  # the subscriber it defines, when valid
+    sa.Column("problems", sa.Text),  # JSON [[line, message], ...] when invalid
+    sa.Column("checked_at", sa.DateTime, nullable=False),
+)
+
+workers = sa.Table(  # each send run or worker process: who, where, how far (for digest status)
+    "workers", metadata,
+    sa.Column("owner", sa.String, primary_key=True),
+    sa.Column("command", sa.String, nullable=False),
+    sa.Column("digest_date", sa.Date),
+    sa.Column("started_at", sa.DateTime, nullable=False),
+    sa.Column("heartbeat_at", sa.DateTime, nullable=False),
+    sa.Column("finished_at", sa.DateTime),
+    sa.Column("claimed", sa.Integer, nullable=False, default=0),
+    sa.Column("sent", sa.Integer, nullable=False, default=0),
+    sa.Column("failed", sa.Integer, nullable=False, default=0),
+    sa.Column("deferred", sa.Integer, nullable=False, default=0),
+    sa.Column("skipped", sa.Integer, nullable=False, default=0),
 )
 
 meta = sa.Table(

@@ -1,0 +1,81 @@
+"""Who holds a claim on a digest: an id naming the machine and the process, and whether that process still lives.
+
+A claim is taken over when its lease expires, or at once when its owner was a process of this
+machine that is gone (killed, crashed): the next run on the machine need not wait out the lease.
+A process is known by its pid and its start time, so a recycled pid is not mistaken for the owner.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def _start_time(pid: int) -> str:
+    """The process's start time in clock ticks since boot (Linux), or "" where /proc does not say."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[19]  # field 22; the name in parentheses may hold spaces
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: it exists
+        return True
+    return True
+
+
+@dataclass(frozen=True)
+class Owner:
+    """A claiming process: `host/pid/start/nonce` (the nonce tells two runs of one process apart)."""
+
+    host: str
+    pid: int
+    start: str
+    nonce: str
+
+    @classmethod
+    def current(cls) -> Owner:
+        pid = os.getpid()
+        return cls(socket.gethostname(), pid, _start_time(pid), secrets.token_hex(3))
+
+    @classmethod
+    def parse(cls, text: str) -> Owner | None:
+        parts = text.split("/")
+        if len(parts) != 4 or not parts[1].isdigit():
+            return None
+        return cls(parts[0], int(parts[1]), parts[2], parts[3])
+
+    @property
+    def id(self) -> str:
+        return f"{self.host}/{self.pid}/{self.start}/{self.nonce}"
+
+    def __str__(self) -> str:
+        return f"pid {self.pid} on {self.host}"
+
+    def gone(self) -> bool:
+        """True when this owner is a process of this machine that no longer runs (unknown elsewhere: False)."""
+        if self.host != socket.gethostname():
+            return False
+        if not _running(self.pid):
+            return True
+        return bool(self.start) and _start_time(self.pid) not in ("", self.start)
+
+
+def dead(holders: Iterable[str]) -> list[str]:
+    """The owners among `holders` that are processes of this machine that have died."""
+    out = []
+    for text in holders:
+        owner = Owner.parse(text)
+        if owner is not None and owner.gone():
+            out.append(text)
+    return out

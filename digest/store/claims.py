@@ -1,0 +1,188 @@
+"""Claims on the send log: due digests are queued, workers claim them in batches with a lease, and progress.
+
+A row of `deliveries` is one digest (subscriber, date). `enqueue` adds the due ones as `queued` (and
+puts back those a previous run left `pending`, `failed` or `empty`); `claim` hands a batch of queued
+rows to one worker, atomically: on PostgreSQL with `FOR UPDATE SKIP LOCKED`, so workers never wait
+for each other; on SQLite under the write lock that `BEGIN IMMEDIATE` takes. A claim held past its
+lease, or by a process of this machine that has died, can be claimed again; its digest goes out with
+the same Message-ID. Nothing here reads or writes files.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
+
+from .engine import Base
+from .tables import _now, deliveries, papers, workers
+
+KEEP = 10_000  # settled rows listed by name (beyond this, only counted)
+CHUNK = 500  # rows per statement: below SQLite's bound-parameter limit, few round trips
+REQUEUED = ("pending", "failed", "empty")  # left by an earlier run: a new run tries them again
+SETTLED = ("sent", "bounced")  # never sent again
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A digest a worker holds: it composes and sends it, then marks it."""
+
+    subscriber: str
+    message_id: str
+    attempts: int
+
+
+@dataclass
+class Queue:
+    """What enqueueing found for the due digests of a run: how many wait, and why the others do not."""
+
+    queued: int = 0  # ready for a worker, new or put back
+    sent: int = 0  # already sent on this date
+    bounced: int = 0  # bounced on this date
+    held: int = 0  # claimed by another worker right now
+    settled: list[tuple[str, str, str]] = field(default_factory=list)  # (subscriber, status, detail), up to KEEP
+
+
+def insert_ignoring(conn: Connection, table: sa.Table, rows: Sequence[dict[str, object]]) -> None:
+    """Insert rows, skipping those whose primary key exists (no error, no race)."""
+    if not rows:
+        return
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    conn.execute(dialect.insert(table).on_conflict_do_nothing(), list(rows))
+
+
+class ClaimStore(Base):
+    """The queue of due digests, claims and leases, and each worker's progress (mixed into Store)."""
+
+    def enqueue(self, day: date, emails: Iterable[str], *, message_id: Callable[[str], str],
+                transport: str) -> Queue:
+        """Queue the digests of `day` for these subscribers; leave alone what is sent, bounced or held."""
+        found = Queue()
+        with self.engine.connect() as conn:
+            changed = conn.execute(sa.select(sa.func.max(papers.c.updated_at))).scalar()
+        chunk: list[str] = []
+        for email in emails:
+            chunk.append(email)
+            if len(chunk) == CHUNK:
+                self._enqueue(day, chunk, message_id, transport, changed, found)
+                chunk = []
+        self._enqueue(day, chunk, message_id, transport, changed, found)
+        return found
+
+    def _enqueue(self, day: date, emails: list[str], message_id: Callable[[str], str], transport: str,
+                 changed: datetime | None, found: Queue) -> None:
+        if not emails:
+            return
+        now = _now()
+        mine = (deliveries.c.digest_date == day) & deliveries.c.subscriber.in_(emails)
+        # An empty digest is tried again only once new papers have arrived since it was composed.
+        stale_empty = (deliveries.c.status == "empty") & (deliveries.c.updated_at < changed) if changed else sa.false()
+        with self.write() as conn:
+            insert_ignoring(conn, deliveries, [
+                {"subscriber": e, "digest_date": day, "message_id": message_id(e), "status": "queued", "attempts": 0,
+                 "transport": transport, "detail": "", "updated_at": now} for e in emails])
+            conn.execute(deliveries.update().where(
+                mine & (deliveries.c.status.in_(("pending", "failed")) | stale_empty)).values(
+                status="queued", claimed_by=None, lease_until=None, transport=transport))
+            counts = Counter(dict(conn.execute(sa.select(deliveries.c.status, sa.func.count()).where(mine)
+                                               .group_by(deliveries.c.status)).all()))
+            if len(found.settled) < KEEP and (counts["sent"] or counts["bounced"]):
+                query = sa.select(deliveries.c.subscriber, deliveries.c.status, deliveries.c.detail).where(
+                    mine & deliveries.c.status.in_(SETTLED))
+                found.settled += [tuple(row) for row in conn.execute(query)][: KEEP - len(found.settled)]
+        found.queued += counts["queued"]
+        found.sent += counts["sent"]
+        found.bounced += counts["bounced"]
+        found.held += counts["claimed"]
+
+    def claim(self, day: date, owner: str, *, limit: int, lease_until: datetime, dead: Collection[str] = (),
+              only: str | None = None) -> list[Claim]:
+        """Take up to `limit` queued digests of `day` (or whose claim expired or whose owner died) for `owner`."""
+        now = _now()
+        takeover = (deliveries.c.lease_until < now)
+        if dead:
+            takeover = takeover | deliveries.c.claimed_by.in_(list(dead))
+        claimable = (deliveries.c.status == "queued") | ((deliveries.c.status == "claimed") & takeover)
+        where = (deliveries.c.digest_date == day) & claimable
+        if only is not None:
+            where = where & (deliveries.c.subscriber == only)
+        chosen = (sa.select(deliveries.c.subscriber).where(where).order_by(deliveries.c.subscriber).limit(limit)
+                  .with_for_update(skip_locked=True).scalar_subquery())
+        statement = (deliveries.update()
+                     .where((deliveries.c.digest_date == day) & deliveries.c.subscriber.in_(chosen))
+                     .values(status="claimed", claimed_by=owner, lease_until=lease_until,
+                             attempts=deliveries.c.attempts + 1, updated_at=now)
+                     .returning(deliveries.c.subscriber, deliveries.c.message_id, deliveries.c.attempts))
+        with self.write() as conn:
+            rows = conn.execute(statement).all()
+        return sorted((Claim(r.subscriber, r.message_id, r.attempts) for r in rows), key=lambda c: c.subscriber)
+
+    def holders(self, day: date | None = None) -> list[str]:
+        """The owners of live-looking claims (of one date, or any), to check which have died."""
+        query = sa.select(deliveries.c.claimed_by).where(deliveries.c.status == "claimed").distinct()
+        if day is not None:
+            query = query.where(deliveries.c.digest_date == day)
+        with self.engine.connect() as conn:
+            return [owner for owner in conn.execute(query).scalars() if owner]
+
+    def queued_dates(self) -> list[date]:
+        """Dates with digests waiting for a worker (or held by one), oldest first."""
+        query = (sa.select(deliveries.c.digest_date).where(deliveries.c.status.in_(("queued", "claimed")))
+                 .distinct().order_by(deliveries.c.digest_date))
+        with self.engine.connect() as conn:
+            return list(conn.execute(query).scalars())
+
+    def count_queued(self, day: date) -> int:
+        query = sa.select(sa.func.count()).select_from(deliveries).where(
+            (deliveries.c.digest_date == day) & (deliveries.c.status == "queued"))
+        with self.engine.connect() as conn:
+            return int(conn.execute(query).scalar_one())
+
+    def renew(self, owner: str, lease_until: datetime) -> set[tuple[str, date]]:
+        """Extend the lease of every claim `owner` still holds; returns those claims."""
+        statement = (deliveries.update()
+                     .where((deliveries.c.claimed_by == owner) & (deliveries.c.status == "claimed"))
+                     .values(lease_until=lease_until)
+                     .returning(deliveries.c.subscriber, deliveries.c.digest_date))
+        with self.write() as conn:
+            held = {(r.subscriber, r.digest_date) for r in conn.execute(statement)}
+            conn.execute(workers.update().where(workers.c.owner == owner).values(heartbeat_at=_now()))
+        return held
+
+    def release(self, owner: str, subscribers: Collection[str] | None = None) -> int:
+        """Give claims back to the queue unsent (a run told to stop, a transport that went down)."""
+        where = (deliveries.c.claimed_by == owner) & (deliveries.c.status == "claimed")
+        if subscribers is not None:
+            where = where & deliveries.c.subscriber.in_(list(subscribers))
+        with self.write() as conn:
+            result = conn.execute(deliveries.update().where(where).values(
+                status="queued", claimed_by=None, lease_until=None, attempts=deliveries.c.attempts - 1))
+        return int(result.rowcount)
+
+    # -- workers' progress ---------------------------------------------------------
+
+    def start_worker(self, owner: str, command: str, day: date | None) -> None:
+        now = _now()
+        with self.write() as conn:
+            conn.execute(workers.delete().where(workers.c.owner == owner))
+            conn.execute(workers.insert().values(owner=owner, command=command, digest_date=day, started_at=now,
+                                                 heartbeat_at=now, claimed=0, sent=0, failed=0, deferred=0,
+                                                 skipped=0))
+
+    def worker_progress(self, owner: str, *, finished: bool = False, **counts: int) -> None:
+        values: dict[str, object] = {"heartbeat_at": _now(), **counts}
+        if finished:
+            values["finished_at"] = values["heartbeat_at"]
+        with self.write() as conn:
+            conn.execute(workers.update().where(workers.c.owner == owner).values(**values))
+
+    def workers(self, since: datetime) -> list[dict[str, object]]:
+        """Workers heard from since `since`, newest first, as plain rows."""
+        query = sa.select(workers).where(workers.c.heartbeat_at >= since).order_by(workers.c.started_at.desc())
+        with self.engine.connect() as conn:
+            return [dict(row._mapping) for row in conn.execute(query)]

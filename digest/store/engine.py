@@ -1,0 +1,87 @@
+"""Opening the database: one engine per URL, SQLite's pragmas, and write transactions that take the lock first.
+
+A write on SQLite begins with `BEGIN IMMEDIATE`, so it waits for the write lock up front (up to
+`busy_timeout`) instead of starting as a reader and failing with "database is locked" when another
+process writes first; that is what lets several send runs and workers share one SQLite file. Reads
+begin as ordinary deferred transactions and never block a writer (WAL).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from ..errors import StoreError
+
+_POSTGRES_ALIASES = ("postgres://", "postgresql://")
+BUSY_TIMEOUT_MS = 30_000
+
+
+def normalise_url(url: str) -> str:
+    """`postgres://` and `postgresql://` (what managed services hand out) use the psycopg 3 driver."""
+    for alias in _POSTGRES_ALIASES:
+        if url.startswith(alias):
+            return "postgresql+psycopg://" + url.removeprefix(alias)
+    return url
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for the URL; StoreError when the driver or the SQLite folder is missing."""
+    url = normalise_url(url)
+    if url.startswith("sqlite:///"):
+        folder = Path(url.removeprefix("sqlite:///")).parent
+        if str(folder) not in ("", ".") and not folder.exists():
+            raise StoreError(f"database folder {folder} does not exist")
+    try:
+        if url.startswith("sqlite"):
+            engine = sa.create_engine(url)
+            sa.event.listen(engine, "connect", _sqlite_connect)
+            sa.event.listen(engine, "begin", _sqlite_begin)
+        else:
+            engine = sa.create_engine(url, pool_pre_ping=True)
+    except ModuleNotFoundError as exc:
+        extra = " (pip install 'paper-digest[postgres]')" if url.startswith("postgresql") else ""
+        raise StoreError(f"cannot open database {url}: the driver {exc.name} is not installed{extra}") from exc
+    except sa.exc.ArgumentError as exc:
+        raise StoreError(f"store.url {url!r} is not a database URL: {exc}") from exc
+    return engine
+
+
+@contextmanager
+def write(engine: Engine) -> Iterator[Connection]:
+    """A write transaction: on SQLite it holds the write lock from its first statement."""
+    with engine.connect() as conn:
+        conn.execution_options(immediate=True)
+        with conn.begin():
+            yield conn
+
+
+def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
+    dbapi_conn.isolation_level = None  # SQLAlchemy's "begin" event below issues BEGIN itself
+    cursor = dbapi_conn.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")  # readers (preview, status) never block a send
+    # NORMAL in WAL mode: a commit survives the process being killed at any moment; only a power cut (or
+    # an OS crash) can lose the last commits before a checkpoint. See the README's crash-safety notes.
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    cursor.close()
+
+
+def _sqlite_begin(conn: Connection) -> None:
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("immediate") else "BEGIN")
+
+
+class Base:
+    """What every part of the store shares: the engine, and write transactions on it."""
+
+    engine: Engine
+
+    def write(self) -> Any:
+        """A write transaction (see `write`)."""
+        return write(self.engine)

@@ -1,0 +1,178 @@
+"""The store on SQLite and PostgreSQL alike: schema versions and migrations, the claim queue, leases, takeovers."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from digest.claims import Owner
+from digest.errors import StoreError
+from digest.store import Store, schema
+from digest.store.engine import make_engine
+from digest.store.tables import metadata
+
+DAY = date(2026, 6, 12)
+
+
+def later(**delta: float) -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None) + timedelta(**delta)
+
+
+def dead_owner() -> str:
+    """The owner id of a process of this machine that has exited."""
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    return Owner(Owner.current().host, int(gone.stdout), "1", "gone").id
+
+
+def queue(store: Store, emails: list[str]) -> None:
+    store.enqueue(DAY, emails, message_id=lambda e: f"<{e}>", transport="outbox")
+
+
+def test_head_constant_is_the_newest_migration():
+    """schema.HEAD names the last migration in migrations/versions, so new databases are stamped right."""
+    from alembic.script import ScriptDirectory
+
+    from digest.store.schema import MIGRATIONS
+
+    assert ScriptDirectory(str(MIGRATIONS)).get_current_head() == schema.HEAD
+
+
+def test_migrations_build_exactly_the_declared_schema(store_url):
+    """Upgrading an empty database through every migration gives the tables the code declares, no more, no less."""
+    from alembic import command
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    engine = make_engine(store_url)
+    with engine.begin() as conn:
+        command.upgrade(schema.alembic_config(conn), "head")
+    with engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), metadata)
+        assert schema.current(conn) == schema.HEAD
+    engine.dispose()
+    assert diff == []
+
+
+def test_a_database_from_before_migrations_must_be_upgraded_and_keeps_its_data(tmp_path):
+    """An old database is refused with the command to run; `digest db upgrade` migrates it with its rows intact."""
+    from alembic import command
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        command.upgrade(schema.alembic_config(conn), schema.BASELINE)
+        conn.execute(sa.text("DROP TABLE alembic_version"))  # as made by create_all, before migrations
+        conn.execute(sa.text("INSERT INTO deliveries VALUES ('ada@example.org', '2026-06-11', '<m>', 'sent', 1, "
+                             "'outbox', '', '2026-06-11 07:00:00')"))
+    engine.dispose()
+    with pytest.raises(StoreError, match=r"revision 0001.*needs 0002: run `digest db upgrade`"):
+        Store(url)
+    (tmp_path / "digest.toml").write_text('[store]\nurl = "sqlite:///old.db"\n')
+    upgrade = subprocess.run([sys.executable, "-m", "digest", "db", "upgrade"], cwd=tmp_path, text=True,
+                             capture_output=True, timeout=60)
+    assert upgrade.returncode == 0, upgrade.stderr
+    assert "schema upgraded from 0001 to 0002" in upgrade.stdout
+    store = Store(url)
+    [record] = store.deliveries_on(date(2026, 6, 11))
+    assert record.status == "sent" and record.claimed_by is None
+    store.close()
+
+
+def test_a_newer_schema_is_refused(store_url):
+    """A database upgraded by a newer paper-digest is not touched by an older one."""
+    Store(store_url).close()
+    engine = make_engine(store_url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE alembic_version SET version_num = '0099'"))
+    engine.dispose()
+    with pytest.raises(StoreError, match="newer than this version of paper-digest"):
+        Store(store_url)
+
+
+def test_claims_are_disjoint_and_settled_digests_are_not_queued_again(store_url):
+    """Two workers claiming one date get different digests; a sent one is never queued or claimed again."""
+    store = Store(store_url)
+    emails = [f"r{i:02}@example.org" for i in range(30)]
+    queue(store, emails)
+    first = store.claim(DAY, "a/1/1/x", limit=20, lease_until=later(minutes=5))
+    second = store.claim(DAY, "b/2/2/y", limit=20, lease_until=later(minutes=5))
+    assert len(first) == 20 and len(second) == 10
+    assert not {c.subscriber for c in first} & {c.subscriber for c in second}
+    assert store.mark_sent(first[0].subscriber, DAY, [], owner="a/1/1/x")
+    assert store.release("a/1/1/x") == 19
+    queue(store, emails)
+    again = store.claim(DAY, "c/3/3/z", limit=100, lease_until=later(minutes=5))
+    assert first[0].subscriber not in {c.subscriber for c in again} and len(again) == 19
+    assert {c.message_id for c in again} == {f"<{c.subscriber}>" for c in again}
+    store.close()
+
+
+def test_an_expired_lease_or_a_dead_owner_is_taken_over(store_url):
+    """A claim whose lease ran out, or whose owner died on this machine, goes to the next claimer; a live one does not."""
+    store = Store(store_url)
+    queue(store, ["a@example.org", "b@example.org", "c@example.org"])
+    gone = dead_owner()
+    store.claim(DAY, "far/8/8/y", limit=1, lease_until=later(hours=1))  # a: alive elsewhere, lease running
+    store.claim(DAY, gone, limit=1, lease_until=later(hours=1))  # b: its process is gone
+    store.claim(DAY, "far/9/9/x", limit=1, lease_until=later(seconds=-1))  # c: its lease has run out
+    from digest.claims import dead
+
+    assert dead(store.holders(DAY)) == [gone]
+    taken = store.claim(DAY, "me/1/1/z", limit=10, lease_until=later(minutes=5), dead=dead(store.holders(DAY)))
+    assert [c.subscriber for c in taken] == ["b@example.org", "c@example.org"]
+    assert all(c.attempts == 2 for c in taken)
+    assert not store.mark_sent("c@example.org", DAY, [], owner="far/9/9/x")  # the old owner lost it
+    assert store.mark_sent("c@example.org", DAY, [], owner="me/1/1/z")
+    store.close()
+
+
+def test_concurrent_claimers_never_share_a_digest(store_url):
+    """Eight threads with their own connections claiming 400 digests in batches of 7: each claimed exactly once."""
+    store = Store(store_url)
+    emails = [f"r{i:03}@example.org" for i in range(400)]
+    queue(store, emails)
+    got: list[list[str]] = [[] for _ in range(8)]
+
+    def worker(n: int) -> None:
+        mine = Store(store_url)
+        while batch := mine.claim(DAY, f"w/{n}/0/t", limit=7, lease_until=later(minutes=5)):
+            got[n] += [c.subscriber for c in batch]
+        mine.close()
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    everything = [e for part in got for e in part]
+    assert sorted(everything) == emails  # none twice, none lost
+    assert sum(1 for part in got if part) >= 2
+    store.close()
+
+
+def test_postgres_urls_from_managed_services_use_psycopg(postgres):
+    """`postgresql://` and `postgres://` URLs (as hosting providers give them) work without naming the driver."""
+    plain = postgres.new_database().replace("postgresql+psycopg://", "postgres://")
+    store = Store(plain)
+    assert store.engine.dialect.driver == "psycopg"
+    assert store.count_papers() == 0
+    store.close()
+
+
+def test_unreachable_postgres_is_one_clear_error():
+    """A PostgreSQL URL nobody answers on gives a StoreError naming the database, not a traceback."""
+    from .pg import free_port
+
+    with pytest.raises(StoreError, match="cannot open database"):
+        Store(f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/nothing?connect_timeout=2")
+
+
+def test_sqlite_folder_must_exist(tmp_path: Path):
+    with pytest.raises(StoreError, match="does not exist"):
+        Store(f"sqlite:///{tmp_path / 'missing' / 'digest.db'}")
