@@ -16,7 +16,7 @@ from typing import Any
 
 from . import jobs
 from .config import Config, load_config
-from .errors import DigestError, UsageError
+from .errors import DigestError, StoreError, UsageError
 from .filters import paper_url
 from .logs import setup_logging
 from .pipeline import App, IngestReport
@@ -79,6 +79,10 @@ def _parser() -> argparse.ArgumentParser:
                                               "the operator's preview pages")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8025, help="port (default: 8025)")
+
+    db = commands.add_parser("db", help="the database schema: show its revision, or upgrade it")
+    db.add_argument("action", choices=("upgrade", "current"),
+                    help="upgrade: apply the migrations this version needs; current: print the revision")
 
     status = commands.add_parser("status", help="recent runs, sources, deliveries of a date, next sends")
     status.add_argument("--date", type=_date, default=None, help="deliveries of this date (default: today, UTC)")
@@ -171,9 +175,8 @@ def _print_send(report: SendReport) -> int:
         elif outcome.status in ("failed", "deferred") and not outcome.reason.startswith(NOT_ATTEMPTED):
             print(f"{outcome.status} {outcome.subscriber}: {outcome.reason}", file=sys.stderr)
     if report.halted:
-        waiting = sum(1 for o in report.outcomes if o.reason.startswith(NOT_ATTEMPTED))
-        print(f"digest: error: {report.halted} ({waiting} more digests not attempted; the next run sends them)",
-              file=sys.stderr)
+        print(f"digest: error: {report.halted} ({report.not_attempted} more digests not attempted; "
+              "the next run sends them)", file=sys.stderr)
     print(report.summary())
     return EXIT_OK if report.ok else EXIT_FAILED
 
@@ -257,6 +260,37 @@ def cmd_serve(config: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_db(config: Config, args: argparse.Namespace) -> int:
+    from .store import schema
+    from .store.engine import make_engine
+
+    engine = make_engine(config.store.url)
+    where = engine.url.render_as_string(hide_password=True)
+    try:
+        if args.action == "current":
+            with engine.connect() as conn:
+                revision = schema.current(conn)
+            state = "up to date" if revision == schema.HEAD else f"this version needs {schema.HEAD}"
+            print(f"{where}: schema revision {revision or '(empty database)'} ({state})")
+            return EXIT_OK if revision in (None, schema.HEAD) else EXIT_FAILED
+        before, after = schema.upgrade(engine)
+    except sa_errors() as exc:
+        raise StoreError(f"{where}: {getattr(exc, 'orig', None) or exc}") from exc
+    finally:
+        engine.dispose()
+    if before == after:
+        print(f"{where}: schema revision {after}, already up to date")
+    else:
+        print(f"{where}: schema upgraded from {before or '(empty database)'} to {after}")
+    return EXIT_OK
+
+
+def sa_errors() -> type[Exception]:
+    import sqlalchemy
+
+    return sqlalchemy.exc.SQLAlchemyError
+
+
 def cmd_status(config: Config, args: argparse.Namespace) -> int:
     app = App(config)
     now = datetime.now(UTC)
@@ -334,7 +368,7 @@ def cmd_feedback(config: Config, args: argparse.Namespace) -> int:
 COMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
     "ingest": cmd_ingest, "subscribers": cmd_subscribers, "preview": cmd_preview,
     "send": cmd_send, "run": cmd_run, "fetch": cmd_fetch, "schedule": cmd_schedule, "status": cmd_status,
-    "serve": cmd_serve, "rank": cmd_rank, "feedback": cmd_feedback,
+    "serve": cmd_serve, "rank": cmd_rank, "feedback": cmd_feedback, "db": cmd_db,
 }
 
 

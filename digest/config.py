@@ -51,6 +51,12 @@ SETTINGS: tuple[Setting, ...] = (
             "after the last one the digest stays pending for the next run.", minimum=1),
     Setting("delivery", "retry_delay", (int, float), 2.0,
             "Seconds before the first retry; each further retry waits twice as long.", minimum=0),
+    Setting("delivery", "batch_size", int, 100,
+            "Digests a send run or worker claims at a time (their ranking is shared; a killed worker's batch is "
+            "taken over by the next run).", minimum=1),
+    Setting("delivery", "lease_seconds", int, 600,
+            "How long a claim on a digest holds before another worker may take it over (a worker renews it while "
+            "it lives; a dead process on the same machine is taken over at once).", minimum=30),
     Setting("delivery", "suppress_after", int, 1,
             "Hard bounces (5xx for the address) in a row after which the address is suppressed.", minimum=1),
     Setting("smtp", "host", str, "localhost", "SMTP server (relay or submission server)."),

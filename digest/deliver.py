@@ -1,9 +1,10 @@
 """Delivery: hand messages to a transport, recording each in the send log before and after.
 
-Every digest goes through the same committed steps, in the same order, on every path:
-`pending` (with its Message-ID) → the transport → `sent`, `bounced` or `failed`; a temporary
-failure leaves it `pending`. A crash at any point therefore leaves at most the one digest in flight
-marked `pending`, and the next run sends exactly the digests not marked `sent`.
+Every digest goes through the same committed steps, in the same order, on every path: claimed
+(with its Message-ID, by `store.claim`) → the transport → `sent`, `bounced` or `failed`; a
+temporary failure leaves it `pending` for the next run. A crash at any point therefore leaves the
+digests it held claimed by a dead process, which the next run takes over, and only the one in
+flight may have reached the server: it goes out again with the same Message-ID.
 """
 
 from __future__ import annotations
@@ -120,23 +121,24 @@ def hand_over(transport: Transport, data: bytes, recipient: str, day: date, retr
             return retries, exc
 
 
-def deliver_one(store: Store, transport: Transport, data: bytes, message_id: str, recipient: str, day: date,
-                paper_ids: Sequence[int], retry: RetryPolicy, suppress_after: int = 1) -> Outcome:
-    """Send one digest: mark pending → hand over → mark sent, bounced or failed; each step committed."""
-    store.mark_pending(recipient, day, message_id, transport.name)
+def deliver_one(store: Store, transport: Transport, data: bytes, recipient: str, day: date,
+                paper_ids: Sequence[int], retry: RetryPolicy, suppress_after: int = 1, *,
+                owner: str | None = None) -> Outcome:
+    """Send one claimed digest: hand over → mark sent, bounced or failed (each committed); a temporary failure
+    leaves it pending for the next run. The claim (committed before this) carries its Message-ID."""
     retries, error = hand_over(transport, data, recipient, day, retry,
-                               lambda exc: store.note_temporary(recipient, day, str(exc), retrying=True))
+                               lambda exc: store.note_temporary(recipient, day, str(exc), retrying=True, owner=owner))
     if error is None:
-        store.mark_sent(recipient, day, paper_ids)
+        store.mark_sent(recipient, day, paper_ids, owner=owner)
         return Outcome(recipient, "sent", retries=retries)
     reason = str(error)
     if isinstance(error, TemporaryFailure):  # left pending: the next run sends it, same Message-ID
-        store.note_temporary(recipient, day, reason, retrying=False)
+        store.note_temporary(recipient, day, reason, retrying=False, owner=owner)
         return Outcome(recipient, "deferred", reason, retries, stop=isinstance(error, TransportUnavailable))
     if isinstance(error, PermanentFailure) and error.bounce:
-        suppressed = store.mark_bounced(recipient, day, reason, suppress_after)
+        suppressed = store.mark_bounced(recipient, day, reason, suppress_after, owner=owner)
         return Outcome(recipient, "failed", reason, retries, suppressed=suppressed)
-    store.mark_failed(recipient, day, reason)
+    store.mark_failed(recipient, day, reason, owner=owner)
     return Outcome(recipient, "failed", reason, retries)
 
 

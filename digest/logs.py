@@ -6,11 +6,9 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import TypeVar
-
-T = TypeVar("T")
 PROGRESS_FROM = 50  # items; shorter runs finish before a bar would help
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
@@ -41,11 +39,13 @@ def setup_logging(level: int, fmt: str = "text") -> None:
     root.setLevel(level)
 
 
-def progress(items: Iterable[T], total: int, label: str) -> Iterator[T]:
-    """`items`, with a progress bar on stderr when it is a terminal and the run is long."""
-    if total < PROGRESS_FROM or not sys.stderr.isatty():
-        yield from items
+@contextmanager
+def progress(total: int | None, label: str) -> Iterator[Callable[[int], None]]:
+    """A function to call with each step done: it moves a bar on stderr when that is a terminal and the run is long."""
+    if total is None or total < PROGRESS_FROM or not sys.stderr.isatty():
+        yield lambda _n: None
         return
     from tqdm import tqdm  # imported only when a bar is shown
 
-    yield from tqdm(items, total=total, desc=label, unit="digest", file=sys.stderr, leave=False)
+    with tqdm(total=total, desc=label, unit="digest", file=sys.stderr, leave=False) as bar:
+        yield bar.update

@@ -7,23 +7,27 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
-from datetime import date
+from datetime import date, timedelta
 from email.message import EmailMessage
+from functools import cached_property
 from pathlib import Path
 
 from . import sources
 from .config import Config
-from .deliver import RetryPolicy, Transport, safe_name, write_atomic
+from .deliver import Outcome, RetryPolicy, Transport, safe_name, send_test, write_atomic
 from .errors import ProfileError, UsageError
-from .mail import build_message
-from .models import Digest, Links, Paper, RecordError, Rendered, Subscriber
+from .logs import progress
+from .mail import build_message, message_id
+from .models import Digest, Links, Paper, RecordError, Subscriber
 from .render import Renderer
 from .select import CorpusStats, Pool, Ranked, SelectSettings, Signals, rank, select_digest
-from .sending import Delivering
+from .select.batch import prepare
+from .sending import Blocked, Composed, Composer, Sender, SendPolicy, SendReport, make_transport, queue_outcomes, skip
+from .signing import DkimSigner
 from .store import Store
-from .subscribers import Roster, load_subscribers, parse_profile
+from .subscribers import Roster, is_delivery_day, is_email, load_subscribers, parse_profile
 from .tokens import Signer
 
 log = logging.getLogger("digest")
@@ -49,20 +53,7 @@ class IngestReport:
                 f"{len(self.errors)} errors")
 
 
-@dataclass(frozen=True)
-class Composed:
-    """One subscriber's digest for one date, at every stage."""
-
-    digest: Digest
-    rendered: Rendered
-    message: EmailMessage
-
-    @property
-    def paper_ids(self) -> list[int]:
-        return [i.paper.store_id for i in self.digest.items if i.paper.store_id is not None]
-
-
-class App(Delivering):
+class App:
     """Everything one command needs, opened from the settings."""
 
     def __init__(self, config: Config, *, transport: Transport | None = None) -> None:
@@ -145,10 +136,10 @@ class App(Delivering):
     def signals(self, subscribers: Sequence[Subscriber], day: date,
                 received: dict[str, set[int]] | None = None) -> dict[str, Signals]:
         """What the store knows about each subscriber: received papers, feedback, seed papers (few queries)."""
-        emails = None if len(subscribers) != 1 else subscribers[0].email
-        if received is None:
-            received = ({emails: self.store.received_before(emails, day)} if emails
-                        else self.store.received_by_subscriber(day))
+        emails = [s.email for s in subscribers]
+        if received is None:  # only papers still in the window can come up again
+            since = day - timedelta(days=max(self.config.select.window_days, 1))
+            received = self.store.received_by_subscriber(day, emails, since)
         feedback = self.store.feedback_by_subscriber(emails)
         marked = self.store.papers_by_id(i for votes in feedback.values() for i in votes)
         seeds = self.store.find_papers(r for s in subscribers for i in s.interests for r in i.seed_papers)
@@ -266,3 +257,124 @@ class App(Delivering):
                     write_atomic(path, data)
                 results.append((composed, files))
         return results
+
+    # -- sending ---------------------------------------------------------------------
+
+    @property
+    def transport(self) -> Transport:
+        """Made on first use, so that previews and ingests never need the SMTP password."""
+        if self._transport is None:
+            self._transport = make_transport(self.config, os.environ)
+        return self._transport
+
+    @cached_property
+    def dkim(self) -> DkimSigner | None:
+        """The signer `[dkim]` asks for (None: no signing), read when first needed."""
+        return DkimSigner.from_config(self.config, os.environ)
+
+    def wire(self, message: EmailMessage) -> bytes:
+        """The bytes that go out: the message as serialised, DKIM-signed when configured."""
+        data = message.as_bytes()
+        return self.dkim(data) if self.dkim else data
+
+    def composer(self, pool: Pool) -> Composer:
+        """Compose a batch of subscribers' digests from one pool (their signals read in a few queries)."""
+        def compose(subscribers: Sequence[Subscriber], day: date) -> Iterator[Composed | Exception]:
+            try:
+                signals = self.signals(subscribers, day)
+            except Exception as exc:  # noqa: BLE001 - every digest of the batch fails with it, the run goes on
+                yield from (exc for _ in subscribers)
+                return
+            for subscriber in subscribers:
+                try:
+                    yield self.compose(subscriber, day, pool, signals=signals[subscriber.email])
+                except Exception as exc:  # noqa: BLE001 - one broken digest must not stop the others
+                    yield exc
+        return compose
+
+    def blocked(self, day: date) -> Callable[[Sequence[str]], Blocked]:
+        """Who of some subscribers gets nothing on `day`: suppressed, or paused on the preferences page."""
+        def check(emails: Sequence[str]) -> Blocked:
+            reasons = {e: f"suppressed ({why})" for e, why in self.store.suppressed_among(emails).items()}
+            for email, pref in self.store.preferences_among(emails).items():
+                if pref.paused_until and pref.paused_until >= day:
+                    reasons.setdefault(email, f"paused until {pref.paused_until}")
+            return Blocked(reasons)
+        return check
+
+    def policy(self) -> SendPolicy:
+        d = self.config.delivery
+        return SendPolicy(batch=d.batch_size, lease=timedelta(seconds=d.lease_seconds), retry=self.retry,
+                          suppress_after=d.suppress_after)
+
+    def sender(self, pool: Pool, roster: Roster, day: date, command: str = "send") -> Sender:
+        """A sender of `day`'s digests drawn from `pool`, for the subscribers of `roster`."""
+        by_email = {s.email: s for s in roster.subscribers}
+        return Sender(self.store, compose=self.composer(pool),
+                      profiles=lambda emails: {e: by_email[e] for e in emails if e in by_email},
+                      transport=lambda: self.transport, wire=self.wire, blocked=self.blocked(day),
+                      policy=self.policy(), command=command)
+
+    def send(self, day: date, *, dry_run: bool = False, only: str | None = None,
+             emails: Collection[str] | None = None, should_stop: Callable[[], bool] = lambda: False,
+             command: str = "send") -> SendReport:
+        """Deliver every due digest for `day` (of `emails` when given); each subscriber independent of the others.
+
+        The due digests are queued in the store, then claimed a batch at a time: any other run or
+        worker on the same store takes its share and none is sent twice. `should_stop` is asked
+        between digests: a daemon told to stop finishes the message in flight and leaves the rest.
+        """
+        roster = self.roster()
+        if not dry_run:
+            _ = self.transport, self.dkim  # a settings error (no password, bad key) stops the run before it starts
+        report = SendReport(day, invalid_profiles=len(roster.invalid_files))
+        chosen = self.chosen(roster, only)
+        if emails is not None:
+            wanted = {e.lower() for e in emails}
+            chosen = [s for s in chosen if s.email.lower() in wanted]
+        blocked = self.blocked(day)([s.email for s in chosen])
+        due = skip(report, chosen, lambda s: blocked.why(s.email) or (
+            None if is_delivery_day(s.frequency, day) else f"not a delivery day for frequency {s.frequency}"))
+        pool = self.pool(day)
+        prepare(pool, due, self.settings)  # every subscriber's keywords in one sparse product
+        with self.renderer.pinned():
+            if dry_run:
+                return self._dry_run(pool, due, day, report)
+            queue = self.store.enqueue(day, (s.email for s in due), transport=self.transport.name,
+                                       message_id=lambda e: message_id(e, day, self.newsletter.from_address))
+            queue_outcomes(queue, report)
+            self.sender(pool, roster, day, command).work(day, report, only=chosen[0].email if only else None,
+                                                         should_stop=should_stop, total=queue.queued)
+        report.others = max(0, queue.queued + queue.held - report.claimed)
+        return report
+
+    def _dry_run(self, pool: Pool, due: Sequence[Subscriber], day: date, report: SendReport) -> SendReport:
+        compose, size = self.composer(pool), self.config.delivery.batch_size
+        with progress(len(due), f"sending {day}") as bar:
+            for batch in (due[start:start + size] for start in range(0, len(due), size)):
+                self._dry_batch(batch, compose(batch, day), report)
+                bar(len(batch))
+        return report
+
+    @staticmethod
+    def _dry_batch(batch: Sequence[Subscriber], results: Iterator[Composed | Exception], report: SendReport) -> None:
+        for subscriber, result in zip(batch, results, strict=True):
+            if isinstance(result, Exception):
+                report.add(Outcome(subscriber.email, "failed", f"{result.__class__.__name__}: {result}"))
+            elif result.digest.count == 0:
+                report.add(Outcome(subscriber.email, "skipped", "nothing new above the relevance floor"))
+            else:
+                report.add(Outcome(subscriber.email, "dry-run", f"{result.digest.count} papers: {result.rendered.subject}"))
+
+    def send_test(self, day: date, only: str, to: str) -> tuple[Composed, Outcome]:
+        """Send `only`'s digest to the address `to`, marked as a test; the send log is not touched."""
+        if not is_email(to):
+            raise UsageError(f"--to {to!r} is not an email address (like ada@example.org)")
+        [subscriber] = self.chosen(self.roster(), only)
+        composed = self.compose(subscriber, day, self.pool(day), test_to=to)
+        transport = self._transport or make_transport(self.config, os.environ, test=True)
+        try:
+            return composed, send_test(transport, self.wire(composed.message), to, day, self.retry)
+        finally:
+            if transport is not self._transport:
+                transport.close()

@@ -1,58 +1,90 @@
-"""Sending: one run delivers every due digest through the transport, each subscriber on their own.
+"""Sending: a send run queues the due digests, then claims them a batch at a time and delivers each.
 
-`App` (in `pipeline`) inherits these methods; they use its store, settings and `compose`.
+Any number of runs and workers may share a date: a digest is claimed in the store before it is
+composed, so each one is composed and sent by exactly one of them (see `store.claims`). A run
+takes everything it needs as arguments: the store, a composer (subscribers → messages), the
+transport and the policy; `pipeline.App` wires them together.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Callable, Collection, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, datetime, timedelta
 from email.message import EmailMessage
-from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from .claims import Owner, dead
 from .config import Config
-from .deliver import OutboxTransport, Outcome, RetryPolicy, Transport, deliver_one, send_test
-from .errors import UsageError
-from .logs import progress
-from .models import Subscriber
-from .select import Pool, Signals
-from .select.batch import prepare
-from .signing import DkimSigner
+from .deliver import OutboxTransport, Outcome, RetryPolicy, Transport, deliver_one
 from .smtp import SmtpSettings, SmtpTransport
-from .store import DeliveryRecord
-from .subscribers import is_delivery_day, is_email
-
-if TYPE_CHECKING:
-    from .pipeline import App, Composed
+from .logs import progress
+from .models import Digest, Rendered, Subscriber
+from .store import Claim, Queue, Store
+from .store.tables import _now
 
 log = logging.getLogger("digest")
-NOT_ATTEMPTED = "not attempted"  # the reason of digests left pending because the transport stopped
+NOT_ATTEMPTED = "not attempted"  # the reason of digests left for the next run because the transport stopped
+KEEP_OUTCOMES = 10_000  # a report keeps every outcome up to this many, then only the ones that need a look
+
+
+@dataclass(frozen=True)
+class Composed:
+    """One subscriber's digest for one date, at every stage."""
+
+    digest: Digest
+    rendered: Rendered
+    message: EmailMessage
+
+    @property
+    def paper_ids(self) -> list[int]:
+        return [i.paper.store_id for i in self.digest.items if i.paper.store_id is not None]
+
+
+class Composer(Protocol):
+    """Builds the digests of a batch of subscribers: one `Composed` (or the error that stopped it) each."""
+
+    def __call__(self, subscribers: Sequence[Subscriber], day: date) -> Iterator[Composed | Exception]: ...
 
 
 @dataclass
 class SendReport:
-    """The outcome of every digest of one send run."""
+    """The outcome of every digest of one send run (counted; the outcomes themselves kept up to a bound)."""
 
     day: date
     outcomes: list[Outcome] = field(default_factory=list)
     invalid_profiles: int = 0
     halted: str = ""  # why the transport stopped taking messages, if it did
+    not_attempted: int = 0  # digests left queued because the transport stopped
+    others: int = 0  # due digests another run or worker held or sent meanwhile
+    claimed: int = 0  # digests this run claimed
+    counts: Counter[str] = field(default_factory=Counter)
+    retried: int = 0  # digests that needed more than one try
+    suppressed: int = 0  # addresses suppressed by this run's bounces
+
+    def add(self, outcome: Outcome) -> None:
+        self.counts[outcome.status] += 1
+        self.retried += bool(outcome.retries)
+        self.suppressed += outcome.suppressed
+        if len(self.outcomes) < KEEP_OUTCOMES or outcome.status not in ("sent", "skipped"):
+            self.outcomes.append(outcome)
+
+    def merge(self, other: SendReport) -> None:
+        """Add another worker's report of the same date to this one."""
+        for outcome in other.outcomes:
+            if len(self.outcomes) < KEEP_OUTCOMES or outcome.status not in ("sent", "skipped"):
+                self.outcomes.append(outcome)
+        self.counts.update(other.counts)
+        self.retried += other.retried
+        self.suppressed += other.suppressed
+        self.not_attempted = max(self.not_attempted, other.not_attempted)
+        self.halted = self.halted or other.halted
 
     def count(self, status: str) -> int:
-        return sum(1 for o in self.outcomes if o.status == status)
-
-    @property
-    def retried(self) -> int:
-        return sum(1 for o in self.outcomes if o.retries)
-
-    @property
-    def suppressed(self) -> int:
-        return sum(1 for o in self.outcomes if o.suppressed)
+        return self.counts[status] + (self.not_attempted if status == "deferred" else 0)
 
     @property
     def ok(self) -> bool:
@@ -63,20 +95,29 @@ class SendReport:
         sent = self.count("dry-run") or self.count("sent")
         text = (f"{self.day}: {verb} {sent}, skipped {self.count('skipped')}, failed {self.count('failed')}, "
                 f"deferred {self.count('deferred')}, retried {self.retried}, suppressed {self.suppressed}")
+        if self.others:
+            text += f", {self.others} taken by other workers"
         return text + (f", {self.invalid_profiles} invalid profiles" if self.invalid_profiles else "")
 
 
-@dataclass
-class _Run:
-    """What one send run reads once and shares across its subscribers."""
+@dataclass(frozen=True)
+class SendPolicy:
+    """How a run claims and delivers: batch size, lease, retries, bounces."""
 
-    day: date
-    pool: Pool
-    suppressed: dict[str, str]
-    signals: dict[str, Signals]
-    done: dict[str, DeliveryRecord]  # sent or bounced on this date: never sent again
-    dry_run: bool
-    halted: str = ""
+    batch: int = 100
+    lease: timedelta = timedelta(minutes=10)
+    retry: RetryPolicy = RetryPolicy()
+    suppress_after: int = 1
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """Why some subscribers get nothing now: suppressed, paused (checked again for every batch)."""
+
+    reasons: Mapping[str, str]  # lower-case address → reason
+
+    def why(self, email: str) -> str | None:
+        return self.reasons.get(email.lower())
 
 
 def make_transport(config: Config, environ: Mapping[str, str], *, test: bool = False) -> Transport:
@@ -87,102 +128,120 @@ def make_transport(config: Config, environ: Mapping[str, str], *, test: bool = F
     return OutboxTransport(folder / "test" if test else folder)
 
 
-class Delivering:
-    """The sending half of `App`: the transport, DKIM, and the send run."""
+class Sender:
+    """Claims due digests of one date a batch at a time, composes and delivers them, marks each in the store."""
 
-    _transport: Transport | None
-    config: Config
-    retry: RetryPolicy
+    def __init__(self, store: Store, *, compose: Composer, profiles: Callable[[Sequence[str]], Mapping[str, Subscriber]],
+                 transport: Callable[[], Transport], wire: Callable[[EmailMessage], bytes],
+                 blocked: Callable[[Sequence[str]], Blocked], policy: SendPolicy, owner: Owner | None = None,
+                 command: str = "send") -> None:
+        self.store, self.compose, self.profiles = store, compose, profiles
+        self.transport, self.wire, self.blocked, self.policy = transport, wire, blocked, policy
+        self.owner = owner or Owner.current()
+        self.command = command
+        self._lease_until = datetime.min
 
-    @property
-    def transport(self) -> Transport:
-        """Made on first use, so that previews and ingests never need the SMTP password."""
-        if self._transport is None:
-            self._transport = make_transport(self.config, os.environ)
-        return self._transport
-
-    @cached_property
-    def dkim(self) -> DkimSigner | None:
-        """The signer `[dkim]` asks for (None: no signing), read when first needed."""
-        return DkimSigner.from_config(self.config, os.environ)
-
-    def wire(self, message: EmailMessage) -> bytes:
-        """The bytes that go out: the message as serialised, DKIM-signed when configured."""
-        data = message.as_bytes()
-        return self.dkim(data) if self.dkim else data
-
-    def send(self: App, day: date, *, dry_run: bool = False, only: str | None = None,
-             emails: Collection[str] | None = None, should_stop: Callable[[], bool] = lambda: False) -> SendReport:
-        """Deliver every due digest for `day` (of `emails` when given); each subscriber independent of the others.
-
-        `should_stop` is asked between digests: a daemon told to stop finishes the message in flight
-        and leaves the rest for its next run.
-        """
-        roster = self.roster()
-        if not dry_run:
-            _ = self.transport, self.dkim  # a settings error (no password, bad key) stops the run before it starts
-        report = SendReport(day, invalid_profiles=len(roster.invalid_files))
-        done = {r.subscriber: r for r in self.store.deliveries_on(day) if r.status in ("sent", "bounced")}
-        blocked = {email.lower(): f"suppressed ({why})" for email, why in self.store.suppressed().items()}
-        blocked.update({email: f"paused until {p.paused_until}" for email, p in self.store.preferences().items()
-                        if p.paused_until and p.paused_until >= day and email not in blocked})
-        chosen = self.chosen(roster, only)
-        if emails is not None:
-            wanted = {e.lower() for e in emails}
-            chosen = [s for s in chosen if s.email.lower() in wanted]
-        pool = self.pool(day)
-        prepare(pool, chosen, self.settings)  # every subscriber's keywords in one sparse product
-        run = _Run(day, pool, blocked, self.signals(chosen, day), done, dry_run)
-        with self.renderer.pinned():
-            for subscriber in progress(chosen, len(chosen), f"sending {day}"):
-                if should_stop():
-                    break
-                report.outcomes.append(self._attempt(subscriber, run, report))
+    def work(self, day: date, report: SendReport, *, only: str | None = None,
+             should_stop: Callable[[], bool] = lambda: False, total: int | None = None) -> SendReport:
+        """Claim and deliver until nothing of `day` is left to claim (or the transport stops, or we are told to)."""
+        me = self.owner.id
+        self.store.start_worker(me, self.command, day)
+        claimed = 0
+        try:
+            with progress(total, f"sending {day}") as bar:
+                while not should_stop() and not report.halted:
+                    batch = self._claim(day, only)
+                    if not batch:
+                        break
+                    claimed += len(batch)
+                    report.claimed += len(batch)
+                    self._deliver_batch(day, batch, report, should_stop, bar)
+                    self.store.worker_progress(me, claimed=claimed, sent=report.count("sent"),
+                                               failed=report.count("failed"), deferred=report.count("deferred"),
+                                               skipped=report.count("skipped"))
+        finally:
+            self.store.release(me)
+            if report.halted:
+                report.not_attempted = self.store.count_queued(day)
+            self.store.worker_progress(me, finished=True, claimed=claimed, sent=report.count("sent"),
+                                       failed=report.count("failed"), deferred=report.count("deferred"),
+                                       skipped=report.count("skipped"))
         return report
 
-    def _attempt(self: App, subscriber: Subscriber, run: _Run, report: SendReport) -> Outcome:
-        """One subscriber's delivery; an error building their digest fails only theirs."""
-        try:
-            outcome = self._send_one(subscriber, run)
-        except Exception as exc:  # one broken digest must not stop the others
-            log.exception("failed to build the digest for %s", subscriber.email)
-            outcome = Outcome(subscriber.email, "failed", f"{exc.__class__.__name__}: {exc}")
-        if outcome.stop and not run.halted:
-            run.halted = report.halted = outcome.reason
-        if outcome.status != "sent":
-            log.info("%s %s: %s", outcome.status, subscriber.email, outcome.reason)
-        return outcome
+    def _claim(self, day: date, only: str | None) -> list[Claim]:
+        self._lease_until = _now() + self.policy.lease
+        return self.store.claim(day, self.owner.id, limit=self.policy.batch, lease_until=self._lease_until,
+                                dead=dead(self.store.holders(day)), only=only)
 
-    def _send_one(self: App, subscriber: Subscriber, run: _Run) -> Outcome:
-        email = subscriber.email
-        if email in run.done:
-            record = run.done[email]
-            return Outcome(email, "skipped", "already sent" if record.status == "sent"
-                           else f"bounced on this date: {record.detail}")
-        if email.lower() in run.suppressed:
-            return Outcome(email, "skipped", run.suppressed[email.lower()])
-        if not is_delivery_day(subscriber.frequency, run.day):
-            return Outcome(email, "skipped", f"not a delivery day for frequency {subscriber.frequency}")
-        composed = self.compose(subscriber, run.day, run.pool, signals=run.signals[email])
-        if composed.digest.count == 0:
+    def _keep_lease(self, day: date, subscriber: str) -> bool:
+        """Renew our claims when half the lease has gone; False when this digest is no longer ours."""
+        if _now() < self._lease_until - self.policy.lease / 2:
+            return True
+        self._lease_until = _now() + self.policy.lease
+        return (subscriber, day) in self.store.renew(self.owner.id, self._lease_until)
+
+    def _deliver_batch(self, day: date, batch: Sequence[Claim], report: SendReport,
+                       should_stop: Callable[[], bool], bar: Callable[[int], None]) -> None:
+        me = self.owner.id
+        emails = [c.subscriber for c in batch]
+        profiles = self.profiles(emails)
+        blocked = self.blocked(emails)
+        ready = []
+        for claim in batch:
+            subscriber = profiles.get(claim.subscriber)
+            why = blocked.why(claim.subscriber) or (None if subscriber else "no valid profile any more")
+            if why:
+                self.store.mark_empty(claim.subscriber, day, why, owner=me)
+                report.add(Outcome(claim.subscriber, "skipped", why))
+                bar(1)
+            else:
+                ready.append((claim, subscriber))
+        composed = self.compose([s for _, s in ready], day)
+        for (claim, subscriber), result in zip(ready, composed, strict=True):
+            if should_stop() or report.halted:
+                break
+            outcome = self._deliver_one(day, claim, result)
+            report.add(outcome)
+            bar(1)
+            if outcome.stop and not report.halted:
+                report.halted = outcome.reason
+            if outcome.status != "sent":
+                log.info("%s %s: %s", outcome.status, claim.subscriber, outcome.reason)
+
+    def _deliver_one(self, day: date, claim: Claim, result: Composed | Exception) -> Outcome:
+        me, email = self.owner.id, claim.subscriber
+        if isinstance(result, Exception):  # one broken digest must not stop the others
+            log.error("failed to build the digest for %s: %s: %s", email, result.__class__.__name__, result,
+                      exc_info=result)
+            reason = f"{result.__class__.__name__}: {result}"
+            self.store.mark_failed(email, day, reason, owner=me)
+            return Outcome(email, "failed", reason)
+        if result.digest.count == 0:
+            self.store.mark_empty(email, day, "nothing new above the relevance floor", owner=me)
             return Outcome(email, "skipped", "nothing new above the relevance floor")
-        if run.dry_run:
-            return Outcome(email, "dry-run", f"{composed.digest.count} papers: {composed.rendered.subject}")
-        if run.halted:
-            return Outcome(email, "deferred", f"{NOT_ATTEMPTED}: {run.halted}")
-        ident = str(composed.message["Message-ID"])
-        return deliver_one(self.store, self.transport, self.wire(composed.message), ident, email, run.day,
-                           composed.paper_ids, self.retry, self.config.delivery.suppress_after)
+        if not self._keep_lease(day, email):
+            return Outcome(email, "skipped", "taken over by another worker (our lease ran out)")
+        return deliver_one(self.store, self.transport(), self.wire(result.message), email, day, result.paper_ids,
+                           self.policy.retry, self.policy.suppress_after, owner=me)
 
-    def send_test(self: App, day: date, only: str, to: str) -> tuple[Composed, Outcome]:
-        """Send `only`'s digest to the address `to`, marked as a test; the send log is not touched."""
-        if not is_email(to):
-            raise UsageError(f"--to {to!r} is not an email address (like ada@example.org)")
-        [subscriber] = self.chosen(self.roster(), only)
-        composed = self.compose(subscriber, day, self.pool(day), test_to=to)
-        transport = self._transport or make_transport(self.config, os.environ, test=True)
-        try:
-            return composed, send_test(transport, self.wire(composed.message), to, day, self.retry)
-        finally:
-            if transport is not self._transport:
-                transport.close()
+
+def queue_outcomes(queue: Queue, report: SendReport) -> None:
+    """Count what enqueueing found settled or held elsewhere: skipped by this run."""
+    for email, status, detail in queue.settled:
+        report.add(Outcome(email, "skipped", "already sent" if status == "sent" else f"bounced on this date: {detail}"))
+    for status in ("sent", "bounced"):
+        unlisted = getattr(queue, status) - sum(1 for _, s, _ in queue.settled if s == status)
+        report.counts["skipped"] += unlisted
+
+
+def skip(report: SendReport, subscribers: Iterable[Subscriber], why: Callable[[Subscriber], str | None]) -> list[Subscriber]:
+    """The subscribers with no reason to be skipped; each skipped one is counted with its reason."""
+    out = []
+    for subscriber in subscribers:
+        reason = why(subscriber)
+        if reason:
+            report.add(Outcome(subscriber.email, "skipped", reason))
+            log.info("skipped %s: %s", subscriber.email, reason)
+        else:
+            out.append(subscriber)
+    return out

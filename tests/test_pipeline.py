@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import email
 import json
-from datetime import timedelta
+import socket
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
 from email import policy
 from pathlib import Path
 
+from digest.claims import Owner
 from digest.pipeline import App
 
 from .conftest import DAY, SEEDS
@@ -120,11 +124,16 @@ def test_dry_run_sends_nothing(app):
     assert outbox_files(app) == [] and app.store.deliveries_on(DAY) == []
 
 
-def test_pending_digest_is_resent_with_same_message_id(app):
-    """A digest left pending by a crash is sent on the rerun with the Message-ID it had."""
+def test_digest_claimed_by_a_dead_process_is_resent_with_same_message_id(app):
+    """A digest a killed process had claimed is taken over at once by the next run, with the Message-ID it had."""
     subscriber = app.roster().find("ada@example.org")
     composed = app.compose(subscriber, DAY, app.pool(DAY))
-    app.store.mark_pending(subscriber.email, DAY, str(composed.message["Message-ID"]), "outbox")
+    app.store.enqueue(DAY, [subscriber.email], message_id=lambda _: str(composed.message["Message-ID"]),
+                      transport="outbox")
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    owner = Owner(socket.gethostname(), int(gone.stdout), "1", "killed").id  # that process has exited
+    far = datetime.now(UTC).replace(tzinfo=None) + timedelta(hours=1)
+    assert [c.subscriber for c in app.store.claim(DAY, owner, limit=5, lease_until=far)] == [subscriber.email]
     report = app.send(DAY, only=subscriber.email)
     assert report.count("sent") == 1
     [sent] = outbox_files(app)
