@@ -6,8 +6,8 @@ later) is what keeps the signature valid: nothing is refolded or re-encoded afte
 The header is built exactly as dkimpy builds it (its parser, header canonicalisation, folding and
 header hash are reused, so the bytes are the same for the same message and second); two steps are
 replaced because they cost nearly all of dkimpy's time. The private-key operation runs in OpenSSL
-through `cryptography` instead of on Python integers (rsa-sha256: 0.3 ms against 6-7 ms), which
-also gives ed25519-sha256 (RFC 8463) without PyNaCl. And the relaxed body canonicalisation
+through `cryptography` instead of on Python integers (RSA-2048: about 0.4 ms of the 9-10 ms a
+dkimpy signature took), which also gives ed25519-sha256 (RFC 8463) without PyNaCl. And the relaxed body canonicalisation
 rewrites only what it changes: dkimpy's regular expressions replace every single space by itself.
 Everything that does not depend on the message (the key object, the fixed tags) is made once.
 """
