@@ -54,6 +54,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("delivery", "batch_size", int, 100,
             "Digests a send run or worker claims at a time (their ranking is shared; a killed worker's batch is "
             "taken over by the next run).", minimum=1),
+    Setting("delivery", "workers", int, 1,
+            "Processes a send run delivers with (`--workers` overrides it); each claims its own batches. "
+            "smtp.max_per_second and max_per_hour are shared out between them.", minimum=1),
     Setting("delivery", "lease_seconds", int, 600,
             "How long a claim on a digest holds before another worker may take it over (a worker renews it while "
             "it lives; a dead process on the same machine is taken over at once).", minimum=30),
