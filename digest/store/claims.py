@@ -14,7 +14,9 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
+from functools import lru_cache
 from itertools import islice
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -62,10 +64,13 @@ def settled_reason(status: str, detail: str) -> str:
 
 def insert_ignoring(conn: Connection, table: sa.Table, rows: Sequence[dict[str, object]]) -> None:
     """Insert rows, skipping those whose primary key exists (no error, no race)."""
-    if not rows:
-        return
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    conn.execute(dialect.insert(table).on_conflict_do_nothing(), list(rows))
+    if rows:
+        conn.execute(_ignoring(conn.dialect.name, table), list(rows))
+
+
+@lru_cache(maxsize=32)
+def _ignoring(dialect: str, table: sa.Table) -> Any:
+    return (postgresql if dialect == "postgresql" else sqlite).insert(table).on_conflict_do_nothing()
 
 
 class ClaimStore(Base):
