@@ -8,11 +8,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from .claims import CHUNK, insert_ignoring
+from .claims import CHUNK
 from .engine import Base
 from .records import DeliveryRecord, Preference
 from .tables import _now, _record, deliveries, preferences, received, suppressions
-
 
 _SQLITE_TIME = "%Y-%m-%d %H:%M:%S.%f"  # how SQLAlchemy stores a DateTime in SQLite
 _SENT_UPDATE = ("UPDATE deliveries SET status = 'sent', detail = '', claimed_by = NULL, lease_until = NULL, "
