@@ -66,6 +66,17 @@ class SendLogStore(Base):
         with self.engine.connect() as conn:
             return [_record(row) for row in conn.execute(query)]
 
+    def deliveries_in(self, day: date, states: Sequence[str], limit: int) -> list[DeliveryRecord]:
+        """Up to `limit` digests of `day` in these states, by subscriber."""
+        query = (sa.select(deliveries).where((deliveries.c.digest_date == day) & deliveries.c.status.in_(states))
+                 .order_by(deliveries.c.subscriber).limit(limit))
+        with self.engine.connect() as conn:
+            return [_record(row) for row in conn.execute(query)]
+
+    def count_suppressed(self) -> int:
+        with self.engine.connect() as conn:
+            return int(conn.execute(sa.select(sa.func.count()).select_from(suppressions)).scalar_one())
+
     def delivery_counts(self, day: date) -> dict[str, int]:
         """How many digests of `day` are in each state."""
         query = (sa.select(deliveries.c.status, sa.func.count()).where(deliveries.c.digest_date == day)
