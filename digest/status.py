@@ -14,9 +14,9 @@ from .schedule import Slot, next_sends
 from .store import DeliveryRecord, FetchRecord, RunRecord
 from .subscribers import is_delivery_day
 
-STALE_WORKER_SECONDS = 120
+STALE_WORKER_SECONDS = 120  # a worker reports after every batch; silent for longer, it probably died
 LIST_LIMIT = 200  # subscribers beyond which status counts the digests and lists only the ones needing a look
-ATTENTION = ("failed", "pending", "bounced", "claimed", "queued")  # states worth a line in a large list  # a worker reports after every batch; silent for longer, it probably died
+ATTENTION = ("failed", "pending", "bounced", "claimed", "queued")  # states worth a line in a large list
 
 
 @dataclass(frozen=True)
