@@ -159,24 +159,26 @@ class SendLogStore(Base):
             since = (deliveries.c.digest_date > last_sent) if last_sent else sa.true()
             bounces = conn.execute(sa.select(sa.func.count()).select_from(deliveries).where(
                 mine & (deliveries.c.status == "bounced") & since)).scalar_one()
-            known = conn.execute(sa.select(suppressions.c.email).where(suppressions.c.email == subscriber)).first()
+            known = conn.execute(sa.select(suppressions.c.email).where(
+                suppressions.c.email == subscriber.lower())).first()
             if bounces < suppress_after or known:
                 return False
-            conn.execute(suppressions.insert().values(email=subscriber, reason=f"bounced: {detail}"[:2000],
+            conn.execute(suppressions.insert().values(email=subscriber.lower(), reason=f"bounced: {detail}"[:2000],
                                                       created_at=_now()))
             return True
 
     def suppress(self, email: str, reason: str) -> None:
         with self.write() as conn:
-            if not conn.execute(sa.select(suppressions.c.email).where(suppressions.c.email == email)).first():
-                conn.execute(suppressions.insert().values(email=email, reason=reason, created_at=_now()))
+            key = email.lower()  # addresses are kept lower-case here, so lookups use the key's index
+            if not conn.execute(sa.select(suppressions.c.email).where(suppressions.c.email == key)).first():
+                conn.execute(suppressions.insert().values(email=key, reason=reason, created_at=_now()))
 
     def suppressed_among(self, emails: Sequence[str]) -> dict[str, str]:
         """Of these addresses, the suppressed ones (lower-case) with the reason."""
         out: dict[str, str] = {}
         with self.engine.connect() as conn:
             for part in _chunks([e.lower() for e in emails]):
-                query = sa.select(suppressions).where(sa.func.lower(suppressions.c.email).in_(part))
+                query = sa.select(suppressions).where(suppressions.c.email.in_(part))
                 out.update({r.email.lower(): r.reason for r in conn.execute(query)})
         return out
 
@@ -189,7 +191,7 @@ class SendLogStore(Base):
         """Lift a suppression made for `reason` (a resubscribe never lifts a bounce); True if one was."""
         with self.write() as conn:
             result = conn.execute(suppressions.delete().where(
-                (sa.func.lower(suppressions.c.email) == email.lower()) & (suppressions.c.reason == reason)))
+                (suppressions.c.email == email.lower()) & (suppressions.c.reason == reason)))
             return bool(result.rowcount)
 
     # -- preferences -------------------------------------------------------------------
