@@ -90,6 +90,13 @@ def load(path: str) -> Sample:
     return Sample(papers, uniform, by_day)
 
 
+def sample_corpus(sample: Sample) -> CorpusStats:
+    """Term statistics of the whole sample, as a store holding it would have them."""
+    corpus = CorpusStats()
+    corpus.add_texts((p.store_id, p.title, p.abstract) for p in sample.papers)  # type: ignore[misc]
+    return corpus
+
+
 def make_pools(sample: Sample, category: str, count: int, size: int, min_positives: int,
                rng: random.Random) -> list[list[Paper]]:
     """Pools of consecutive listing days, topped up to `min_positives` papers of the category.

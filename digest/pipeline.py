@@ -21,6 +21,8 @@ from .mail import build_message
 from .models import Digest, Links, Paper, RecordError, Rendered, Subscriber
 from .render import Renderer
 from .select import CorpusStats, Pool, Ranked, SelectSettings, Signals, rank, select_digest
+from .select.corpus import background
+from .select.learn import with_models
 from .sending import Delivering
 from .store import Store
 from .subscribers import Roster, load_subscribers, parse_profile
@@ -160,7 +162,11 @@ class App(Delivering):
                 liked=tuple(marked[i] for i, v in sorted(votes.items()) if v > 0 and i in marked),
                 disliked=tuple(marked[i] for i, v in sorted(votes.items()) if v < 0 and i in marked),
                 seeds={r: seeds[r] for i in sub.interests for r in i.seed_papers if r in seeds})
-        return out
+        return with_models(out, subscribers, self.store, self.pool_corpus(), title_weight=self.settings.title_weight)
+
+    def pool_corpus(self) -> CorpusStats:
+        """The store's term statistics blended with the shipped background, as a pool sees them."""
+        return self.corpus().blended(background())
 
     def links(self, subscriber: Subscriber) -> Links:
         return self.links_for(subscriber.email)

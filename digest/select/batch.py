@@ -1,20 +1,25 @@
 """Ranking one pool for many subscribers at once, as sparse matrix products.
 
-    scores = max over each subscriber's interests of ((W · K) · A) × boost
+    raw      = (W · K) · A                                   papers × interests, BM25 units
+    logit    = max over each subscriber's interests of calibrate(raw, unit, weight)
+    logit'   = (1 - s) × logit + s × (W_unit · M + b)         for subscribers with a learned model
+    score    = sigmoid(logit') with its odds × boost, blocked and below-floor papers at -inf
 
-W is the pool's BM25F matrix (papers × terms), K holds every distinct keyword and description of
-every subscriber as a column (terms × units), A maps units to interests with their weights
-(units × interests). W · K is computed once; (W · K) · A is computed for a chunk of subscribers at
-a time so memory stays bounded, and the best `k` papers per subscriber are found with
-`argpartition` over the whole chunk. No Python loop runs per (subscriber, paper) pair.
+W is the pool's BM25F matrix (papers × terms), K holds every distinct keyword, description and seed
+centroid of every subscriber as a column (terms × units), A maps units to interests with their
+coefficients (units × interests), W_unit is W with unit-length rows and M holds the learned models'
+weights (terms × subscribers). W · K is computed once; the rest a chunk of subscribers at a time so
+memory stays bounded, and the best `k` papers per subscriber are found with `argpartition` over the
+whole chunk. No Python loop runs per (subscriber, paper) pair.
 
-This is the candidate generation of a send run. Seeds, feedback, semantic matching, exclusions,
-history and diversity are applied per digest by `rank`, on the few candidates this returns.
+This is the candidate generation of a send run (`select_many`): diversity and reasons are applied
+per digest by `rank`, on the candidates this returns, which give the same picks as ranking the
+whole pool for each subscriber.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 
@@ -22,44 +27,78 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..models import Subscriber
-from .pool import Pool, Unit
-from .profile import description_unit, keyword_unit
-from .rank import SelectSettings
+from .learn import FeedbackModel, standardised
+from .pool import Index, Pool, Unit
+from .profile import Signals, compile_interest, description_unit, keyword_unit, mean_reference, unit_reference
+from .rank import CALIBRATION_A, CALIBRATION_B, NO_MATCH, SelectSettings, blocked_papers, boost, boosted, feedback_model
+
+TIE_MARGIN = 1e-4  # candidates within this share of the k-th score are kept too (float32 against float64)
 
 
 @dataclass(frozen=True)
 class TopK:
-    """Per subscriber (rows), the best papers' pool indices, their scores, and whether they pass the floor."""
+    """Per subscriber (rows), the best papers' pool indices, their scores, and whether they pass the floor.
+
+    `candidates` (with `ties=True`): per subscriber, every eligible paper scoring at least the k-th
+    best less TIE_MARGIN, so that ties and rounding cannot leave one out.
+    """
 
     papers: np.ndarray
     scores: np.ndarray
     passes: np.ndarray
+    candidates: list[np.ndarray] | None = None
 
 
 class _Plan:
-    """Distinct query units and the sparse map from units to interests, with each interest's subscriber."""
+    """Distinct query units, the sparse map from units to interests, each interest's unit and weight."""
 
-    def __init__(self, subscribers: Sequence[Subscriber], description_weight: float) -> None:
+    def __init__(self, subscribers: Sequence[Subscriber], settings: SelectSettings, index: Index | None = None,
+                 signals: Mapping[str, Signals] | None = None) -> None:
         self.units: list[Unit] = []
         self._ids: dict[str, int] = {}
         rows: list[int] = []
         cols: list[int] = []
         vals: list[float] = []
+        refs: list[float] = []
+        weights: list[float] = []
         self.first_interest = np.zeros(len(subscribers) + 1, dtype=np.int64)
+        self._refs: dict[tuple[str, str], float] = {}
+        idf = index.corpus.idf() if index is not None else None
         n = 0
         for s, subscriber in enumerate(subscribers):
             self.first_interest[s] = n
+            seeds = signals[subscriber.email].seeds if signals and subscriber.email in signals else {}
             for interest in subscriber.interests:
-                parts = [(keyword_unit(k), 1.0) for k in interest.keywords]
-                if interest.description:
-                    parts.append((description_unit(interest.description)[0], description_weight))
-                for unit, coef in parts:
+                parts = self._parts(interest, settings, index, seeds)
+                for unit, coef, _ in parts:
                     rows.append(self._id(unit))
                     cols.append(n)
-                    vals.append(coef * interest.weight)
+                    vals.append(coef)
+                refs.append(1.0 if idf is None else mean_reference(
+                    [coef * self._reference(unit, kind, idf) for unit, coef, kind in parts]))
+                weights.append(interest.weight)
                 n += 1
         self.first_interest[len(subscribers)] = n
-        self.map = sp.csr_matrix((vals, (rows, cols)), shape=(len(self.units), n), dtype=np.float32)
+        self.map = sp.csr_matrix((vals, (rows, cols)), shape=(len(self.units), n), dtype=np.float64)
+        self.refs = np.array(refs, dtype=np.float64)
+        self.log_weights = np.log(np.array(weights, dtype=np.float64))
+
+    @staticmethod
+    def _parts(interest, settings, index, seeds) -> list[tuple[Unit, float, str]]:  # type: ignore[no-untyped-def]
+        if index is None or not interest.seed_papers:  # no store papers to find seeds in: words only
+            parts = [(keyword_unit(k), 1.0, "keyword") for k in interest.keywords]
+            if interest.description:
+                parts.append((description_unit(interest.description)[0], settings.description_weight, "description"))
+            return parts
+        compiled = compile_interest(interest, index, seeds, description_weight=settings.description_weight,
+                                    seed_weight=settings.seed_weight)
+        return [(p.unit, p.coef, p.kind) for p in compiled.parts]
+
+    def _reference(self, unit: Unit, kind: str, idf: np.ndarray) -> float:
+        key = (unit.key, kind)
+        if key not in self._refs:  # a keyword used by a thousand interests is looked up once
+            self._refs[key] = unit_reference(unit, kind, idf)
+        return self._refs[key]
 
     def _id(self, unit: Unit) -> int:
         if unit.key not in self._ids:
@@ -68,44 +107,104 @@ class _Plan:
         return self._ids[unit.key]
 
 
+@dataclass
+class _Run:
+    """What every chunk of one ranking shares."""
+
+    plan: _Plan
+    index: Index
+    unit_scores: np.ndarray
+    boost: np.ndarray
+    settings: SelectSettings
+    models: list[FeedbackModel | None]
+    blocked: list[np.ndarray]
+    ties: bool
+
+
 def rank_many(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, settings: SelectSettings,
-              k: int = 10, chunk: int = 5000) -> TopK:
-    """The best `k` papers of the pool for every subscriber (those with interests), by matrix products."""
+              k: int = 10, chunk: int = 5000, signals: Mapping[str, Signals] | None = None,
+              ties: bool = False) -> TopK:
+    """The best `k` eligible papers of the pool for every subscriber with interests, by matrix products.
+
+    With `signals`, seed papers and learned models count, and received, disliked and excluded papers
+    are left out, as `rank` does; `ties=True` also returns every candidate within TIE_MARGIN of the k-th.
+    """
     index = pool.index(settings.title_weight)
-    plan = _Plan(subscribers, settings.description_weight)
-    unit_scores = np.asarray((index.matrix @ index.query_matrix(plan.units)).toarray(), dtype=np.float32)
-    trend, recency = pool.boosts(day, settings.comment_weight, settings.recency_half_life_days)
-    boost = ((1 + settings.upvote_weight * trend) * (1 + settings.recency_weight * recency)).astype(np.float32)
+    plan = _Plan(subscribers, settings, index, signals)
+    unit_scores = np.asarray((index.matrix @ index.query_matrix(plan.units)).toarray(), dtype=np.float64)
+    models: list[FeedbackModel | None] = [None] * len(subscribers)
+    blocked: list[np.ndarray] = [np.zeros(0, dtype=np.int64)] * len(subscribers)
+    if signals is not None:
+        for n, sub in enumerate(subscribers):
+            if sub.interests and sub.email in signals:
+                models[n] = feedback_model(pool, sub, signals[sub.email], settings)
+                blocked[n] = np.flatnonzero(blocked_papers(pool, sub, signals[sub.email]))
+    run = _Run(plan, index, unit_scores, boost(pool, day, settings), settings, models, blocked, ties)
     k = min(k, len(pool))
     out = TopK(np.zeros((len(subscribers), k), dtype=np.int64), np.zeros((len(subscribers), k), np.float32),
-               np.zeros((len(subscribers), k), dtype=bool))
+               np.zeros((len(subscribers), k), dtype=bool),
+               [np.zeros(0, dtype=np.int64)] * len(subscribers) if ties else None)
     for start in range(0, len(subscribers), chunk):
-        _chunk(plan, unit_scores, boost, start, min(start + chunk, len(subscribers)), settings, out)
+        _chunk(run, start, min(start + chunk, len(subscribers)), out)
     return out
 
 
-def _chunk(plan: _Plan, unit_scores: np.ndarray, boost: np.ndarray, start: int, end: int,
-           settings: SelectSettings, out: TopK) -> None:
+def _model_logits(index: Index, models: Sequence[FeedbackModel]) -> np.ndarray:
+    """The models' log-odds for every paper (papers × models), as one sparse product."""
+    data, rows, cols = [], [], []
+    for j, model in enumerate(models):
+        local, weights = index.local(model.cols, model.coef.astype(np.float64))
+        rows.append(local)
+        data.append(weights)
+        cols.append(np.full(len(local), j))
+    matrix = sp.csc_matrix((np.concatenate(data), (np.concatenate(rows), np.concatenate(cols))),
+                           shape=(len(index.cols), len(models)))
+    intercepts = np.array([m.intercept for m in models])
+    return standardised(np.asarray((index.rows @ matrix).toarray()) + intercepts[None, :])
+
+
+def _chunk(run: _Run, start: int, end: int, out: TopK) -> None:
     """Score subscribers start..end: interests as rows, the best interest per subscriber, top k."""
+    plan = run.plan
     lo, hi = plan.first_interest[start], plan.first_interest[end]
     if hi == lo:
         return
-    interests = np.asarray(plan.map[:, lo:hi].T @ unit_scores.T)  # (interests × papers), dense
+    raw = np.asarray(plan.map[:, lo:hi].T @ run.unit_scores.T)  # (interests × papers), dense
+    with np.errstate(divide="ignore"):
+        logit = CALIBRATION_A + CALIBRATION_B * np.log(np.maximum(raw, 0.0) / plan.refs[lo:hi, None])
+    logit = np.maximum(logit + plan.log_weights[lo:hi, None], NO_MATCH)
     first = plan.first_interest[start:end] - lo
     has = np.diff(plan.first_interest[start:end + 1]) > 0  # subscribers without interests get none here
-    relevance = np.maximum.reduceat(interests, first[has], axis=0)
-    score = relevance * boost[None, :]
+    rows = np.arange(start, end)[has]
+    best = np.maximum.reduceat(logit, first[has], axis=0)
+    with_model = [n for n, r in enumerate(rows) if run.models[r] is not None]
+    if with_model:
+        models = [run.models[rows[n]] for n in with_model]
+        share = np.array([m.clicks / (m.clicks + run.settings.feedback_clicks) for m in models])  # type: ignore[union-attr]
+        learned = _model_logits(run.index, models).T  # type: ignore[arg-type]
+        best[with_model] = (1 - share[:, None]) * best[with_model] + share[:, None] * learned
+    relevance = 1.0 / (1.0 + np.exp(-best))
+    score = boosted(relevance, run.boost[None, :])
+    if run.ties:  # candidates for a digest: only papers that pass the floor
+        score[relevance < run.settings.min_relevance] = -np.inf
+    for n, r in enumerate(rows):
+        if len(run.blocked[r]):
+            score[n, run.blocked[r]] = -np.inf
     k = out.papers.shape[1]
     top = np.argpartition(-score, k - 1, axis=1)[:, :k]
     order = np.take_along_axis(score, top, axis=1).argsort(axis=1, kind="stable")[:, ::-1]
-    best = np.take_along_axis(top, order, axis=1)
-    rows = np.arange(start, end)[has]
-    out.papers[rows] = best
-    out.scores[rows] = np.take_along_axis(score, best, axis=1)
-    out.passes[rows] = np.take_along_axis(relevance, best, axis=1) >= settings.relevance_floor
+    picked = np.take_along_axis(top, order, axis=1)
+    out.papers[rows] = picked
+    out.scores[rows] = np.take_along_axis(score, picked, axis=1)
+    out.passes[rows] = np.take_along_axis(relevance, picked, axis=1) >= run.settings.min_relevance
+    if out.candidates is not None:
+        kth = score[np.arange(len(rows)), picked[:, -1]]
+        cutoff = np.where(np.isfinite(kth), kth * (1 - TIE_MARGIN), -np.inf)
+        for n, r in enumerate(rows):
+            out.candidates[r] = np.flatnonzero((score[n] >= cutoff[n]) & np.isfinite(score[n]))
 
 
 def prepare(pool: Pool, subscribers: Sequence[Subscriber], settings: SelectSettings) -> None:
     """Score every keyword and description of a send run's subscribers in one sparse product, up front."""
-    plan = _Plan(subscribers, settings.description_weight)
+    plan = _Plan(subscribers, settings)
     pool.index(settings.title_weight).prepare(plan.units)

@@ -19,7 +19,7 @@ import scipy.sparse as sp
 from sklearn.preprocessing import normalize
 
 from ..models import Interest, Paper
-from .corpus import CorpusStats, Fields, bm25_weights
+from .corpus import CorpusStats, Fields, background, bm25_weights
 from .text import bigrams, columns, tokens
 
 SIMILARITY_MATRIX_LIMIT = 3000  # pools up to this size keep every pair's similarity in memory
@@ -133,10 +133,12 @@ class Pool:
     """The papers one digest date draws from, analysed once and shared by every subscriber."""
 
     def __init__(self, papers: Sequence[Paper], corpus: CorpusStats | None = None, *,
-                 embedder: Embedder | None = None) -> None:
+                 embedder: Embedder | None = None, background: bool | CorpusStats = True) -> None:
+        """`corpus`: the store's term statistics; `background`: blend in the shipped ones (or these), or not."""
         self.papers = list(papers)
         self.fields = Fields.of(self.papers)
-        self.corpus = _with_pool(corpus, self.papers, self.fields)
+        shipped = _background() if background is True else background or None
+        self.corpus = _with_pool(corpus, self.papers, self.fields).blended(shipped)
         self.index_by_id = {p.store_id: i for i, p in enumerate(self.papers) if p.store_id is not None}
         self.embedder = embedder
         self._indexes: dict[float, Index] = {}
@@ -199,6 +201,10 @@ class Pool:
         if key not in self._boosts:
             self._boosts[key] = (_trending(self.papers, comment_weight), _recency(self.papers, day, half_life))
         return self._boosts[key]
+
+
+def _background() -> CorpusStats:
+    return background()
 
 
 def _with_pool(corpus: CorpusStats | None, papers: Sequence[Paper], fields: Fields) -> CorpusStats:
