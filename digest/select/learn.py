@@ -36,9 +36,9 @@ if TYPE_CHECKING:
 MAX_TERMS = 400  # strongest weights kept per model
 DISLIKED_WEIGHT = 20.0  # a paper marked less counts as this many sampled store papers
 NEGATIVES = 200  # papers sampled from the store as negatives
-C = 10.0  # inverse regularisation strength of the logistic regression
+C = 1.0  # inverse regularisation strength of the logistic regression
 MODEL_A = -1.0  # log-odds of a paper the model scores like the pool's median paper
-MODEL_B = 1.5  # log-odds gained per standard deviation (over the pool) of the model's score
+MODEL_B = 1.5  # log-odds gained per (robust) standard deviation over the pool of the model's score
 NEAR = 0.2  # a sampled paper this close (cosine) to a positive is not taken as a negative: it may well be one
 MODEL_VERSION = "lr-1"
 
@@ -80,7 +80,7 @@ class FeedbackModel:
 def standardised(scores: np.ndarray) -> np.ndarray:
     """Columns of model scores (papers × models) as log-odds of relevance, each standardised over the pool."""
     median = np.median(scores, axis=0)
-    spread = scores.std(axis=0) + 1e-9
+    spread = 1.4826 * np.median(np.abs(scores - median), axis=0) + 1e-9  # robust: the liked papers are outliers
     return MODEL_A + MODEL_B * (scores - median) / spread
 
 
