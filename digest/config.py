@@ -116,6 +116,9 @@ SETTINGS: tuple[Setting, ...] = (
             "with fewer it counts less, with many more it decides.", minimum=0),
     Setting("select", "diversity", (int, float), 0.3,
             "Maximal marginal relevance: 0 ranks by score alone; higher keeps near-duplicates apart."),
+    Setting("select", "dense_weight", (int, float), 0.5,
+            "Weight of the built-in dense similarity (WordLlama static embeddings, standardised over the day's "
+            "papers) in each interest's log-odds; 0 turns it off.", minimum=0),
     Setting("select", "semantic_weight", (int, float), 0.0,
             "Weight of sentence-embedding similarity (needs the `semantic` extra); 0 turns it off."),
     Setting("schedule", "fetch_cron", str, "0 * * * *",

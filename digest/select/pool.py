@@ -133,14 +133,19 @@ class Pool:
     """The papers one digest date draws from, analysed once and shared by every subscriber."""
 
     def __init__(self, papers: Sequence[Paper], corpus: CorpusStats | None = None, *,
-                 embedder: Embedder | None = None, background: bool | CorpusStats = True) -> None:
-        """`corpus`: the store's term statistics; `background`: blend in the shipped ones (or these), or not."""
+                 embedder: Embedder | None = None, background: bool | CorpusStats = True,
+                 dense: Embedder | None = None) -> None:
+        """`corpus`: the store's term statistics; `background`: blend in the shipped ones (or these), or not;
+        `embedder`: sentence embeddings (the semantic extra); `dense`: the built-in static embeddings."""
         self.papers = list(papers)
         self.fields = Fields.of(self.papers)
         shipped = _background() if background is True else background or None
         self.corpus = _with_pool(corpus, self.papers, self.fields).blended(shipped)
         self.index_by_id = {p.store_id: i for i, p in enumerate(self.papers) if p.store_id is not None}
         self.embedder = embedder
+        self.dense = dense
+        self._dense_papers: np.ndarray | None = None
+        self._dense: dict[Any, np.ndarray] = {}
         self._indexes: dict[float, Index] = {}
         self._boosts: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = {}
         present = self.fields.present()
@@ -194,6 +199,34 @@ class Pool:
             query = query / (np.linalg.norm(query) or 1.0)
             self._queries[key] = self._embeddings @ query
         return self._queries[key]
+
+    def dense_query(self, interest: Interest, seeds: Sequence[Paper]) -> np.ndarray:
+        """An interest's unit-length dense vector: its words, plus the mean of its seed papers'."""
+        assert self.dense is not None
+        query = self.dense.texts([interest_text(interest)])[0]
+        if seeds:
+            query = query + self.dense.papers(list(seeds)).mean(axis=0)
+        return query / (np.linalg.norm(query) or 1.0)
+
+    def dense_papers(self) -> np.ndarray | None:
+        """The pool's dense embeddings (papers × dimensions), or None without dense similarity."""
+        if self.dense is None:
+            return None
+        if self._dense_papers is None:
+            self._dense_papers = self.dense.papers(self.papers)
+        return self._dense_papers
+
+    def dense_z(self, queries: np.ndarray) -> np.ndarray:
+        """Each query's cosine similarity to every paper, standardised over the pool (papers × queries)."""
+        cos = self.dense_papers() @ queries.T  # type: ignore[operator]
+        return (cos - cos.mean(axis=0)) / (cos.std(axis=0) + 1e-9)
+
+    def dense_interest(self, interest: Interest, seeds: Sequence[Paper]) -> np.ndarray:
+        """`dense_z` of one interest (cached per interest words and seeds)."""
+        key = (interest.name, interest.keywords, interest.description, tuple(p.key for p in seeds))
+        if key not in self._dense:
+            self._dense[key] = self.dense_z(self.dense_query(interest, seeds)[None, :])[:, 0]
+        return self._dense[key]
 
     def boosts(self, day: date, comment_weight: float, half_life: float) -> tuple[np.ndarray, np.ndarray]:
         """Every paper's trending and recency signal in [0, 1] (the same for every subscriber)."""

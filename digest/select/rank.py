@@ -8,9 +8,11 @@ For paper d and interest i, the raw score is in BM25 units:
 
 and is read in the interest's own unit, ref_i (what one mention of a typical one of its keywords in
 an abstract scores, from the same term statistics: `profile.reference`). The calibration turns it
-into a probability that the paper is on topic, fitted on labelled arXiv papers (`bench/calibrate.py`):
+into a probability that the paper is on topic, fitted on labelled arXiv papers (`bench/calibrate.py`;
+A and B are CALIBRATION_A/B, or DENSE_CALIBRATION_A/B when dense similarity is on, z_i(d) being the
+paper's dense cosine similarity to the interest standardised over the pool, `dense.py`):
 
-    logit_i(d)   = CALIBRATION_A + CALIBRATION_B × log(raw_i(d) / ref_i) + log(weight_i)
+    logit_i(d)   = A + B × log(raw_i(d) / ref_i) + log(weight_i) [+ dense_weight × z_i(d)]
     lexical(d)   = sigmoid(max_i logit_i(d))                  (no match at all: logit NO_MATCH)
     relevance(d) = sigmoid((1 - s) × logit_lexical(d) + s × model(d)),   s = clicks / (clicks + feedback_clicks)
     score(d)     = relevance(d) with its odds × (1 + upvote_weight × trend(d)) × (1 + recency_weight × recency(d))
@@ -46,8 +48,11 @@ LIKED_SECTION = "More like papers you liked"
 SEMANTIC_BASE = 0.2  # cosine similarity of unrelated abstracts with this model hovers around here
 MMR_WINDOW = 2  # diversity re-ranks the best (window × wanted) candidates
 NEAR_DUPLICATE = 0.75  # cosine similarity above which a paper repeats one already picked (goes last)
-CALIBRATION_A = 0.212  # fitted by bench/calibrate.py on the tuning pools: log-odds at one typical mention
-CALIBRATION_B = 1.369  # and how fast they grow with the log of the score in the interest's unit
+# Fitted by bench/calibrate.py on the tuning pools: the log-odds at one typical mention, and how fast they grow
+# with the log of the score in the interest's unit; keywords alone, and with dense similarity (whose fitted
+# weight, 0.51, is the default select.dense_weight).
+CALIBRATION_A, CALIBRATION_B = 0.212, 1.369
+DENSE_CALIBRATION_A, DENSE_CALIBRATION_B = -0.330, 1.095
 NO_MATCH = -8.0  # log-odds of a paper that matches nothing of an interest
 
 
@@ -66,6 +71,7 @@ class SelectSettings:
     feedback_clicks: float = 10.0
     diversity: float = 0.3
     semantic_weight: float = 0.0
+    dense_weight: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -82,10 +88,16 @@ class Ranked:
     parts: dict[str, float] = field(default_factory=dict)
 
 
-def calibrate(raw: np.ndarray, unit: float, weight: float = 1.0) -> np.ndarray:
+def calibration(dense: bool) -> tuple[float, float]:
+    """The fitted constants (A, B): for keywords alone, or with dense similarity added."""
+    return (DENSE_CALIBRATION_A, DENSE_CALIBRATION_B) if dense else (CALIBRATION_A, CALIBRATION_B)
+
+
+def calibrate(raw: np.ndarray, unit: float, weight: float = 1.0, dense: bool = False) -> np.ndarray:
     """Log-odds of being on topic from raw scores in BM25 units (see the module doc)."""
+    a, b = calibration(dense)
     with np.errstate(divide="ignore"):
-        logit = CALIBRATION_A + CALIBRATION_B * np.log(np.maximum(raw, 0.0) / unit) + np.log(weight)
+        logit = a + b * np.log(np.maximum(raw, 0.0) / unit) + np.log(weight)
     return np.maximum(logit, NO_MATCH)
 
 
@@ -112,6 +124,9 @@ class Scores:
         self.units = [u for _, _, u in compiled]
         self.liked = signals.liked
         self.semantic = self._semantic()
+        self.dense = None
+        if settings.dense_weight and pool.dense is not None:
+            self.dense = [pool.dense_interest(ci.interest, ci.seed_papers) for ci in self.interests]
         per_interest = np.vstack([self.interest_logit(n) for n in range(len(self.interests))])
         self.best = per_interest.argmax(axis=0) if len(self.interests) > 1 else np.zeros(len(pool), np.int64)
         self.lexical_logit = per_interest.max(axis=0)
@@ -157,14 +172,17 @@ class Scores:
         return total
 
     def interest_logit(self, n: int) -> np.ndarray:
-        """Calibrated log-odds that each paper is on the n-th interest's topic, its weight included."""
-        return calibrate(self.raw(n), self.units[n], self.interests[n].interest.weight)
+        """Calibrated log-odds that each paper is on the n-th interest's topic, its weight and dense similarity included."""
+        logit = calibrate(self.raw(n), self.units[n], self.interests[n].interest.weight, self.dense is not None)
+        if self.dense is not None:
+            logit = logit + self.settings.dense_weight * self.dense[n]
+        return logit
 
     def _model(self, subscriber: Subscriber, signals: Signals) -> FeedbackModel | None:
         return feedback_model(self.pool, subscriber, signals, self.settings)
 
     def _model_logits(self, model: FeedbackModel) -> np.ndarray:
-        return model.relevance_logits(self.index)
+        return model.relevance_logits(self.index, self.pool.dense_papers() if self.settings.dense_weight else None)
 
     def section(self, i: int) -> str:
         if self.lexical_logit[i] <= NO_MATCH and self.relevance[i] > self.lexical_relevance[i]:
@@ -183,8 +201,9 @@ def feedback_model(pool: Pool, subscriber: Subscriber, signals: Signals,
     key = ("model", subscriber.email, tuple(p.key for p in positives), tuple(p.key for p in signals.disliked))
     if key not in index.memo:
         negatives = sample(pool.papers, NEGATIVES, subscriber.email)
-        index.memo[key] = fit(positives, negatives, signals.disliked, index.corpus,
-                              title_weight=settings.title_weight, clicks=len(signals.liked) + len(signals.disliked))
+        dense = pool.dense if settings.dense_weight else None
+        index.memo[key] = fit(positives, negatives, signals.disliked, index.corpus, title_weight=settings.title_weight,
+                              clicks=len(signals.liked) + len(signals.disliked), dense=dense)
     return index.memo[key]  # type: ignore[no-any-return]
 
 
@@ -218,16 +237,21 @@ def diversify(index: Index, order: np.ndarray, score: np.ndarray, wanted: int, d
               drop_duplicates: bool = False) -> list[int]:
     """Re-rank the best candidates, relevance traded against redundancy (maximal marginal relevance in one pass).
 
-    Each of the best (MMR_WINDOW × wanted) candidates gets (1 - diversity) × score / best score -
-    diversity × (its highest similarity to a better-scored candidate); greedy MMR compares with the
+    Each of the best (MMR_WINDOW × wanted) candidates gets (1 - diversity) × value - diversity × (its
+    highest similarity to a better-scored candidate), its value being its log-odds scaled to 0..1
+    over those candidates; greedy MMR compares with the
     picks instead, which needs a loop per pick. A near-duplicate of a better candidate goes after
     all the others, and with `drop_duplicates` (a digest) it is left out.
     """
     if diversity <= 0 or len(order) <= 1:
         return order[:wanted].tolist()
     window = order[: max(MMR_WINDOW * wanted, wanted + 5)]  # typically a few dozen papers
-    top = float(score[window[0]])
-    value = score[window] / top if top > 0 else np.zeros(len(window))
+    # Values are the candidates' log-odds scaled to 0..1 over the window: the best candidate 1, the
+    # window's last 0 (near-certain probabilities all sit near 1, their log-odds do not).
+    clipped = np.clip(score[window], 1e-12, 1 - 1e-12)
+    logit = np.log(clipped) - np.log1p(-clipped)
+    span = float(logit[0] - logit.min())
+    value = (logit - logit.min()) / span if span > 0 else np.ones(len(window))
     redundancy = np.tril(index.similarity_among(window), k=-1).max(axis=1)
     duplicate = redundancy >= NEAR_DUPLICATE
     gain = np.where(duplicate, -np.inf, (1 - diversity) * value - diversity * redundancy)
