@@ -279,20 +279,21 @@ def report(results: dict[str, dict[str, np.ndarray]], pools: dict[str, list[list
 
 
 def floor_table(pools: dict[str, list[list[Paper]]], corpus: CorpusStats, settings: SelectSettings,
-                main: tuple[str, ...]) -> None:
+                main: tuple[str, ...], dense: object = None) -> None:
     """Pooled precision and recall of `relevance >= level` over every paper of every pool."""
     counts: dict[str, np.ndarray] = {}
     for category, cat_pools in pools.items():
         subscriber = Subscriber(email="bench@example.org", interests=(Interest(category, tuple(PROFILES[category])),))
         c = np.zeros((len(FLOOR_LEVELS), 3))  # passed, passed and relevant, relevant
         for papers in cat_pools:
-            relevance = Scores(Pool(papers, corpus), subscriber, settings, Signals()).relevance
+            relevance = Scores(Pool(papers, corpus, dense=dense), subscriber, settings, Signals()).relevance  # type: ignore[arg-type]
             labels = np.array([category in p.categories for p in papers])
             for n, level in enumerate(FLOOR_LEVELS):
                 passed = relevance >= level
                 c[n] += (passed.sum(), (passed & labels).sum(), labels.sum())
         counts[category] = c
-    print("\nfloor: pooled precision / recall of relevance >= level (every paper of every pool)")
+    kind = "hybrid (dense similarity on)" if dense is not None else "keywords alone"
+    print(f"\nfloor, {kind}: pooled precision / recall of relevance >= level (every paper of every pool)")
     print(f"| level | {' | '.join(counts)} | 8 main | all |")
     print(f"|---:|{'---:|' * (len(counts) + 2)}")
     for n, level in enumerate(FLOOR_LEVELS):
@@ -327,13 +328,14 @@ def main() -> None:
                         help="SQLite file caching paper embeddings between runs")
     parser.add_argument("--no-supervised", action="store_true", help="skip the supervised reference (faster)")
     parser.add_argument("--feedback", action="store_true", help="the ten-day feedback curve instead")
+    parser.add_argument("--floor", action="store_true", help="only the floor tables (hybrid and keywords alone)")
     parser.add_argument("--scale", action="store_true", help="time ranking for many subscribers instead")
     parser.add_argument("--subscribers", type=int, default=None, help="--scale: 100000; --feedback: 4 per category")
     parser.add_argument("--papers", type=int, default=1000)
-    parser.add_argument("--categories", nargs="*", help="--feedback: these categories (default: the 8 main ones)")
+    parser.add_argument("--categories", nargs="*", help="only these categories (--feedback: default the 8 main ones)")
     args = parser.parse_args()
     PROFILES.clear()
-    PROFILES.update(SETS[args.profiles])
+    PROFILES.update({c: k for c, k in SETS[args.profiles].items() if not args.categories or c in args.categories})
     sample = load(args.data)
     if args.scale:
         from scale import run_scale
@@ -354,6 +356,10 @@ def main() -> None:
     from digest.select.dense import DenseEmbedder
 
     dense = DenseEmbedder()
+    if args.floor:
+        floor_table(pools, corpus, settings, MAIN, dense)
+        floor_table(pools, corpus, replace(settings, dense_weight=0.0), MAIN)
+        return
     methods: dict[str, Method] = {"random": random_method, "tfidf": tfidf_method(sample),
                                   "ours": ours_method(sample, corpus, settings),
                                   "hybrid": ours_method(sample, corpus, settings, dense=dense)}
@@ -366,7 +372,7 @@ def main() -> None:
         methods["supervised"] = supervised_method(sample, pools)
     print(f"profiles {args.profiles}, seed {args.seed}, {args.pools} pools of {args.pool_size} per category")
     report(evaluate(methods, pools, args.seed), pools, MAIN)
-    floor_table(pools, corpus, settings, MAIN)
+    floor_table(pools, corpus, settings, MAIN, dense)
 
 
 if __name__ == "__main__":

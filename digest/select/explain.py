@@ -60,7 +60,8 @@ class Explainer:
 
     def parts(self, i: int) -> dict[str, float]:
         """Paper i's raw score split into keywords, description, seeds and semantic (BM25 units), the
-        interest's unit, the calibrated keyword relevance, and the learned model's probability and share."""
+        interest's unit, the dense similarity's log-odds, the relevance before feedback, and the learned
+        model's probability and share."""
         s = self.scores
         n = int(s.best[i])
         ci = s.interests[n]
@@ -69,6 +70,7 @@ class Explainer:
             out[part.kind if part.kind != "keyword" else "keywords"] += self._part(part, i)
         out["semantic"] = float(s.raw(n)[i]) - sum(out.values()) if s.semantic is not None else 0.0
         out["unit"] = s.units[n]
+        out["dense"] = s.settings.dense_weight * float(s.dense[n][i]) if s.dense is not None else 0.0
         out["lexical"] = float(s.lexical_relevance[i])
         out["feedback"] = float(1 / (1 + np.exp(-s.model_logit[i]))) if s.model is not None else 0.0
         out["feedback_share"] = s.share
