@@ -67,7 +67,7 @@ def make_signals(subscribers: Sequence[Subscriber], pool: Pool, seed: int) -> di
     out = {}
     for n, sub in enumerate(subscribers):
         if sub.interests and n % 2:
-            model = FeedbackModel(np.sort(rng.choice(cols, MAX_TERMS, replace=False)),
+            model = FeedbackModel(np.sort(rng.choice(cols, MAX_TERMS, replace=False)).astype(np.int32),
                                   rng.normal(0, 1, MAX_TERMS).astype(np.float32), -1.0, int(rng.integers(1, 40)))
             received = frozenset(int(i) for i in rng.choice(len(pool), 5) + 1)
             out[sub.email] = Signals(received=received, model=model)

@@ -20,7 +20,7 @@ from sklearn.preprocessing import normalize
 
 from ..models import Interest, Paper
 from .corpus import CorpusStats, Fields, background, bm25_weights
-from .text import bigrams, columns, tokens
+from .text import N_FEATURES, bigrams, columns, tokens
 
 SIMILARITY_MATRIX_LIMIT = 3000  # pools up to this size keep every pair's similarity in memory
 MEMO_FLOATS = 25_000_000  # at most this many floats (200 MB) of per-interest scores are kept per pool
@@ -72,6 +72,14 @@ class Index:
         if vectors <= self._vectors_left:
             self._vectors_left -= vectors
             self.memo[key] = value
+
+    def lookup(self) -> np.ndarray:
+        """Hashed column → local column (-1: not in the pool), as one array (built on first use)."""
+        if "lookup" not in self.memo:
+            table = np.full(N_FEATURES, -1, dtype=np.int32)
+            table[self.cols] = np.arange(len(self.cols), dtype=np.int32)
+            self.memo["lookup"] = table
+        return self.memo["lookup"]  # type: ignore[no-any-return]
 
     def local(self, cols: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Keep the terms the pool has, as local column numbers."""
@@ -219,6 +227,8 @@ class Pool:
     def dense_z(self, queries: np.ndarray) -> np.ndarray:
         """Each query's cosine similarity to every paper, standardised over the pool (papers × queries)."""
         cos = self.dense_papers() @ queries.T  # type: ignore[operator]
+        if not len(cos):  # a day without papers
+            return cos
         return (cos - cos.mean(axis=0)) / (cos.std(axis=0) + 1e-9)
 
     def dense_interest(self, interest: Interest, seeds: Sequence[Paper]) -> np.ndarray:
