@@ -26,6 +26,9 @@ from .models import Digest, Links, Paper, RecordError, Subscriber
 from .render import Renderer
 from .schedule import Slot
 from .select import CorpusStats, Pool, Ranked, SelectSettings, Signals, rank, select_digest
+from .select.corpus import background
+from .select.dense import DenseEmbedder
+from .select.learn import with_models
 from .sending import (
     KEEP_OUTCOMES,
     Blocked,
@@ -85,6 +88,7 @@ class App:
             from .select.semantic import SentenceEmbedder  # the optional extra: imported only when asked for
 
             self.embedder = SentenceEmbedder(self.store)
+        self.dense = DenseEmbedder(self.store) if self.settings.dense_weight else None  # loaded on first use
         self._corpus: CorpusStats | None = None
         self.retry = RetryPolicy(config.delivery.attempts, float(config.delivery.retry_delay))
         self._transport = transport
@@ -150,7 +154,7 @@ class App:
         """The day's candidates (or the given papers) analysed once for every subscriber."""
         if papers is None:
             papers = self.store.candidates(day, self.config.select.window_days)
-        return Pool(papers, self.corpus(), embedder=self.embedder)
+        return Pool(papers, self.corpus(), embedder=self.embedder, dense=self.dense)
 
     def signals(self, subscribers: Sequence[Subscriber], day: date,
                 received: dict[str, set[int]] | None = None) -> dict[str, Signals]:
@@ -170,7 +174,12 @@ class App:
                 liked=tuple(marked[i] for i, v in sorted(votes.items()) if v > 0 and i in marked),
                 disliked=tuple(marked[i] for i, v in sorted(votes.items()) if v < 0 and i in marked),
                 seeds={r: seeds[r] for i in sub.interests for r in i.seed_papers if r in seeds})
-        return out
+        return with_models(out, subscribers, self.store, self.pool_corpus(), title_weight=self.settings.title_weight,
+                           dense=self.dense)
+
+    def pool_corpus(self) -> CorpusStats:
+        """The store's term statistics blended with the shipped background, as a pool sees them."""
+        return self.corpus().blended(background())
 
     def links(self, subscriber: Subscriber) -> Links:
         return self.links_for(subscriber.email)
