@@ -151,8 +151,9 @@ class CorpusStats:
 
 
 @lru_cache(maxsize=1)
+@lru_cache(maxsize=1)
 def background() -> CorpusStats:
-    """The shipped background statistics (document frequencies of real arXiv papers)."""
+    """The shipped background statistics (document frequencies of real arXiv papers), read once per process."""
     data = resources.files("digest.data").joinpath("background.npz").read_bytes()
     return CorpusStats.from_bytes(data)
 
