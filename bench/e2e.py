@@ -1,0 +1,467 @@
+"""End to end: the real `digest send` of one day to N generated subscribers, as an operator runs it.
+
+    nice -n 5 .venv/bin/python bench/e2e.py [--subscribers 10000 100000] [--million]
+        [--stores sqlite postgresql] [--dkim off on] [--workers 1 2]
+
+A site per N (cached in bench/out/e2e/): 1,000 real arXiv papers of the listing days up to --day,
+ingested with `digest ingest --date D`, and N generated subscribers (1–3 interests from ten topics,
+a random subset of each topic's keywords plus a word of their own; every tenth trending-only;
+varied time zones, send times and schedules, all due on D), as one TOML profile each or, when the
+product has `digest subscribers import`, one CSV imported into the store. Every timed run starts
+from a fresh copy of the site's database with nothing sent and delivers over SMTP to Postfix's C
+`smtp-sink` (unpacked from the Debian package; bench/sink.py with aiosmtpd when that cannot be had),
+whose message count must equal the digests the command says it sent.
+
+Measured per run (`digest send --date D`, a subprocess): wall time, CPU of its whole process tree
+(workers included) per digest, the largest process's peak RSS, the store's size afterwards; for
+every combination of store (SQLite, PostgreSQL), DKIM (off, on) and workers (1, 2; when the
+product has `--workers`). Also, in the same run: CPU per digest by stage (the command once more
+under cProfile, smallest N), the compose benchmark's CPU per digest (bench/render.py's own
+function) and the ratio to it, `digest --help`, and `digest run --date D` once everything of D is
+sent (nothing due). 1,000,000 is extrapolated from the slope between the two largest sizes unless
+measured (--million). The last lines are `name: value` figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import itertools
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from types import ModuleType
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path.insert(0, str(ROOT))
+
+import e2e_infra as infra  # noqa: E402
+import e2e_site as sites  # noqa: E402
+import e2e_stages as stages  # noqa: E402
+
+MILLION = 1_000_000
+DEFAULT_DAY = date(2026, 6, 30)  # a Tuesday with 329 papers listed; the days before it make up the 1,000
+DEFAULT_SAMPLE = os.environ.get("DIGEST_ARXIV_SAMPLE", "/work/shared/data/arxiv_sample.jsonl.gz")
+SECRET = "e2e-benchmark-link-key"  # DIGEST_SECRET: the link-signing key, as production sets it
+SUMMARY = re.compile(r"sent (\d+), skipped (\d+), failed (\d+), deferred (\d+)")
+
+
+@dataclass(frozen=True)
+class Product:
+    """What the installed `digest` can do (the benchmark uses each feature once it exists)."""
+
+    workers: bool  # `digest send --workers N`
+    import_csv: bool  # `digest subscribers import FILE.csv`
+
+    @classmethod
+    def detect(cls, digest: list[str]) -> Product:
+        def help_of(*args: str) -> str:
+            return subprocess.run([*digest, *args, "--help"], capture_output=True, text=True).stdout
+
+        return cls(workers="--workers" in help_of("send"), import_csv="import" in help_of("subscribers"))
+
+
+@dataclass(frozen=True)
+class Variant:
+    store: str  # "sqlite" or "postgresql"
+    dkim: bool
+    workers: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.store}_dkim_{'on' if self.dkim else 'off'}_w{self.workers}"
+
+
+@dataclass(frozen=True)
+class Result:
+    """One timed `digest send`."""
+
+    subscribers: int
+    variant: Variant
+    run: infra.Measured
+    sent: int
+    skipped: int
+    failed: int
+    received: int  # messages the sink counted
+    store_bytes: int
+    server_cpu: float = 0.0  # seconds of the database server's CPU (PostgreSQL) during the run
+
+    @property
+    def ok(self) -> bool:
+        return self.run.code == 0 and self.received == self.sent and self.sent > 0
+
+    @property
+    def rate(self) -> float:
+        return self.sent / self.run.wall
+
+    @property
+    def cpu_ms(self) -> float:
+        return self.run.cpu * 1000 / max(self.sent, 1)
+
+    @property
+    def server_cpu_ms(self) -> float:
+        return self.server_cpu * 1000 / max(self.sent, 1)
+
+
+def parse_summary(stdout: str) -> tuple[int, int, int]:
+    """Sent, skipped, failed from the command's summary line (the last one, if several)."""
+    found = SUMMARY.findall(stdout)
+    if not found:
+        return 0, 0, 0
+    sent, skipped, failed, _ = map(int, found[-1])
+    return sent, skipped, failed
+
+
+def write_config(path: Path, *, url: str, site: sites.Site, port: int, dkim: bool) -> Path:
+    """The operator's digest.toml: this store, SMTP to the local sink without TLS, DKIM when asked."""
+    text = (f'[store]\nurl = "{url}"\n\n[ingest]\npaths = ["{site.papers}"]\n\n'
+            f'[subscribers]\ndir = "{site.subscribers_dir}"\n\n[delivery]\ntransport = "smtp"\n\n'
+            f'[smtp]\nhost = "127.0.0.1"\nport = {port}\nsecurity = "none"\n')
+    if dkim:
+        text += '\n[dkim]\nselector = "bench"\n'
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@dataclass
+class Bench:
+    """Everything the runs share: where they write, the program, the sink, the DKIM key, the database server."""
+
+    out: Path
+    day: date
+    digest: list[str]
+    product: Product
+    sink: Path | None
+    dkim_pem: str
+    postgres: infra.Postgres | None = None
+    templates: set[str] = field(default_factory=set)
+
+    def env(self, dkim: bool) -> dict[str, str]:
+        env = {"DIGEST_SECRET": SECRET}
+        if dkim:
+            env["DIGEST_DKIM_KEY"] = self.dkim_pem
+        return env
+
+    def fresh_store(self, site: sites.Site, store: str, folder: Path) -> str:
+        """A store holding the site with nothing sent: a copy of its SQLite file, or of its PostgreSQL template."""
+        if store == "sqlite":
+            shutil.copyfile(site.database, folder / "digest.db")
+            return f"sqlite:///{folder / 'digest.db'}"
+        assert self.postgres is not None
+        template = f"site_{site.spec.subscribers}"
+        if template not in self.templates:
+            url = self.postgres.create(template)
+            sites.load_site(self.digest, sites.setup_config(site, url, folder / "setup.toml"), site)
+            self.templates.add(template)
+        return self.postgres.create(f"run_{site.spec.subscribers}", template=template)
+
+    def store_bytes(self, url: str) -> int:
+        if url.startswith("sqlite:///"):
+            return infra.sqlite_size(Path(url.removeprefix("sqlite:///")))
+        assert self.postgres is not None
+        return self.postgres.size(url.rsplit("/", 1)[1])
+
+    def server_cpu(self, store: str) -> float:
+        return self.postgres.cpu_seconds() if store == "postgresql" and self.postgres else 0.0
+
+    def send_args(self, config: Path, workers: int) -> list[str]:
+        args = ["--config", str(config), "send", "--date", self.day.isoformat()]
+        return args + (["--workers", str(workers)] if self.product.workers else [])
+
+    def run_folder(self, site: sites.Site, name: str) -> Path:
+        folder = self.out / "runs" / f"{site.spec.subscribers}-{name}"
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        return folder
+
+    def send(self, site: sites.Site, variant: Variant, *, then_idle: bool = False) -> tuple[Result, Result | None]:
+        """One timed `digest send` on a fresh store; with `then_idle`, `digest run --date D` after it (nothing due)."""
+        folder = self.run_folder(site, variant.key)
+        url = self.fresh_store(site, variant.store, folder)
+        sink = infra.Sink(self.sink, folder / "sink").start()
+        try:
+            config = write_config(folder / "digest.toml", url=url, site=site, port=sink.port, dkim=variant.dkim)
+            server = self.server_cpu(variant.store)
+            run = infra.measure([*self.digest, *self.send_args(config, variant.workers)], self.env(variant.dkim),
+                                folder / "send")
+            server = self.server_cpu(variant.store) - server
+            idle = None
+            if then_idle:
+                idle = infra.measure([*self.digest, "--config", str(config), "run", "--date", self.day.isoformat()],
+                                     self.env(variant.dkim), folder / "run-nothing-due")
+        finally:
+            received = sink.stop()
+        size = self.store_bytes(url)
+        result = Result(site.spec.subscribers, variant, run, *parse_summary(run.stdout), received, size, server)
+        return result, (Result(site.spec.subscribers, variant, idle, *parse_summary(idle.stdout), 0, size)
+                        if idle else None)
+
+    def profile(self, site: sites.Site) -> tuple[Path, infra.Measured]:
+        """`digest send` once more under cProfile (SQLite, DKIM on, one worker): the stage breakdown."""
+        folder = self.run_folder(site, "profile")
+        url = self.fresh_store(site, "sqlite", folder)
+        sink = infra.Sink(self.sink, folder / "sink").start()
+        try:
+            config = write_config(folder / "digest.toml", url=url, site=site, port=sink.port, dkim=True)
+            stats = folder / "send.pstats"
+            run = infra.measure(stages.profile_command(stats, self.send_args(config, 1)), self.env(True),
+                                folder / "send")
+        finally:
+            sink.stop()
+        return stats, run
+
+
+# -- baselines ----------------------------------------------------------------------------------------------
+
+
+def load_module(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def compose_cpu_ms(count: int) -> tuple[float, float]:
+    """bench/render.py's own measurement, in this run: CPU ms per composed digest, and digests/s."""
+    from digest.config import build_config
+    from digest.pipeline import App
+
+    render = load_module("bench_render", BENCH / "render.py")
+    subscribers = render.make_subscribers(count)
+    with tempfile.TemporaryDirectory() as tmp:
+        app = App(build_config({"store": {"url": "sqlite:///bench.db"}}, base=Path(tmp)))
+        app.ingest([ROOT / "seeds"], seen_on=render.DAY)
+        render.run(app, subscribers[:50])  # its warm-up
+        start = time.process_time()
+        wall, _, _ = render.run(app, subscribers)
+        cpu = time.process_time() - start
+        app.close()
+    return cpu * 1000 / count, count / wall
+
+
+def help_seconds(digest: list[str], runs: int) -> float:
+    """Median wall time of `digest --help` (what every command pays before it starts)."""
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run([*digest, "--help"], capture_output=True, check=True)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def extrapolate(points: list[tuple[int, float]], target: int = MILLION) -> tuple[float, str]:
+    """A figure at `target` subscribers from the slope between the two largest measured sizes."""
+    points = sorted(points)
+    if points[-1][0] == target:
+        return points[-1][1], "measured"
+    if len(points) == 1:
+        n, value = points[0]
+        return value * target / n, f"proportional to {n:,}: fixed costs scaled too"
+    (n1, v1), (n2, v2) = points[-2:]
+    return v2 + (v2 - v1) / (n2 - n1) * (target - n2), f"slope {n1:,}→{n2:,}"
+
+
+# -- report ---------------------------------------------------------------------------------------------------
+
+
+def mib(n: float) -> float:
+    return n / 2**20
+
+
+def print_results(results: list[Result]) -> None:
+    print("\n| N | store | DKIM | workers | sent | skipped | wall s | digests/s | CPU ms/digest | DB server CPU "
+          "ms/digest | peak RSS MiB | store MiB | sink | load |")
+    print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+    for r in results:
+        v = r.variant
+        check = "ok" if r.ok else f"MISMATCH: {r.received} received, exit {r.run.code}"
+        print(f"| {r.subscribers:,} | {v.store} | {'on' if v.dkim else 'off'} | {v.workers} | {r.sent:,} | "
+              f"{r.skipped:,} | {r.run.wall:.1f} | {r.rate:.1f} | {r.cpu_ms:.2f} | "
+              f"{r.server_cpu_ms:.2f} | {r.run.peak_rss_mib:.0f} | "
+              f"{mib(r.store_bytes):.1f} | {check} | {r.run.load:.1f} |")
+
+
+def print_stages(seconds: dict[str, float], sent: int, unprofiled_ms: float | None) -> list[str]:
+    """The stage table; returns its `name: value` lines."""
+    total = sum(seconds.values())
+    lines = []
+    print("\n| stage | profiled CPU ms/digest | share | ≈ unprofiled ms/digest |")
+    print("|---|---:|---:|---:|")
+    for stage, secs in sorted(seconds.items(), key=lambda kv: -kv[1]):
+        share = secs / total
+        scaled = f"{share * unprofiled_ms:.3f}" if unprofiled_ms else "-"
+        print(f"| {stage} | {secs * 1000 / sent:.3f} | {share:.1%} | {scaled} |")
+        lines.append(f"stage_{re.sub(r'[^a-z]+', '_', stage.lower()).strip('_')}_share: {share:.3f}")
+    return lines
+
+
+def print_hottest(profile: Path, sent: int) -> None:
+    print("\nhottest functions (self CPU under the profiler):")
+    for name, secs, calls in stages.hottest(profile, ROOT):
+        print(f"  {secs * 1000 / sent:7.3f} ms/digest  {calls / sent:8.1f} calls/digest  {name}")
+
+
+# -- the run --------------------------------------------------------------------------------------------------
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--subscribers", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--million", action="store_true", help="also run 1,000,000 subscribers (hours)")
+    parser.add_argument("--stores", nargs="+", choices=("sqlite", "postgresql"), default=["sqlite", "postgresql"])
+    parser.add_argument("--dkim", nargs="+", choices=("off", "on"), default=["off", "on"])
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--day", type=date.fromisoformat, default=DEFAULT_DAY, help="the digest date D")
+    parser.add_argument("--seed", type=int, default=1, help="of the generated subscribers")
+    parser.add_argument("--sample", type=Path, default=Path(DEFAULT_SAMPLE), help="arXiv sample (gzip JSONL)")
+    parser.add_argument("--compose-subscribers", type=int, default=3000, help="for the bench/render.py baseline")
+    parser.add_argument("--no-profile", action="store_true", help="skip the cProfile stage breakdown")
+    parser.add_argument("--pg-fsync", choices=("on", "off"), default="on",
+                        help="PostgreSQL durability (on: a production server's defaults)")
+    parser.add_argument("--out", type=Path, default=BENCH / "out" / "e2e")
+    args = parser.parse_args()
+    if args.million and MILLION not in args.subscribers:
+        args.subscribers.append(MILLION)
+    args.subscribers.sort()
+    return args
+
+
+def variants(args: argparse.Namespace, product: Product) -> tuple[list[Variant], list[str]]:
+    """The combinations to run, and notes on the ones the product cannot run yet."""
+    workers = [w for w in args.workers if w == 1 or product.workers]
+    notes = [] if workers == args.workers else ["`digest send --workers` does not exist yet: 1 worker only"]
+    combos = itertools.product(args.stores, (d == "on" for d in args.dkim), workers)
+    return [Variant(s, d, w) for s, d, w in combos], notes
+
+
+def open_bench(args: argparse.Namespace) -> tuple[Bench, list[str]]:
+    args.out.mkdir(parents=True, exist_ok=True)
+    digest = infra.digest_command()
+    product = Product.detect(digest)
+    sink = infra.postfix_sink(BENCH / "out")
+    notes = [] if sink else ["Postfix smtp-sink could not be had (apt-get download postfix failed): "
+                             "aiosmtpd (bench/sink.py) is the sink"]
+    bench = Bench(args.out, args.day, digest, product, sink, infra.dkim_key(args.out / "dkim.pem"))
+    if "postgresql" in args.stores:
+        bench.postgres = infra.Postgres(fsync=args.pg_fsync == "on").start()
+    return bench, notes
+
+
+def run_sizes(bench: Bench, args: argparse.Namespace, chosen: list[Variant]) -> tuple[list[Result], list[Result]]:
+    """Every variant at every size; the nothing-due run after the first variant of each store."""
+    results, idle = [], []
+    form = "csv" if bench.product.import_csv else "toml"
+    for n in args.subscribers:
+        start = time.perf_counter()
+        site = sites.build(sites.SiteSpec(n, args.day, args.seed, form), args.out, args.sample, bench.digest)
+        print(f"site {site.folder.name}: ready in {time.perf_counter() - start:.0f} s", flush=True)
+        first: set[str] = set()
+        for variant in chosen:
+            result, nothing = bench.send(site, variant, then_idle=variant.store not in first)
+            first.add(variant.store)
+            results.append(result)
+            idle += [nothing] if nothing else []
+            print(f"  {n:,} {variant.key}: {result.sent:,} sent in {result.run.wall:.1f} s ({result.rate:.1f}/s, "
+                  f"{result.cpu_ms:.2f} CPU ms/digest, {result.run.peak_rss_mib:.0f} MiB), sink "
+                  f"{result.received:,}{'' if result.ok else ' MISMATCH'}, load {result.run.load:.1f}", flush=True)
+    return results, idle
+
+
+def main() -> None:
+    args = parse_args()
+    bench, notes = open_bench(args)
+    chosen, more = variants(args, bench.product)
+    notes += more
+    print(f"digest: {' '.join(bench.digest)}; {bench.product}; sink: "
+          f"{'postfix smtp-sink' if bench.sink else 'aiosmtpd'}; PostgreSQL fsync {args.pg_fsync}; "
+          f"load {os.getloadavg()[0]:.1f}", flush=True)
+    try:
+        help_median = help_seconds(bench.digest, 5)
+        compose_ms, compose_rate = compose_cpu_ms(args.compose_subscribers)
+        print(f"compose (bench/render.py, {args.compose_subscribers:,} subscribers): {compose_ms:.3f} CPU ms/digest, "
+              f"{compose_rate:.0f} digests/s; digest --help {help_median:.2f} s", flush=True)
+        results, idle = run_sizes(bench, args, chosen)
+        profiled = None if args.no_profile else profile_run(bench, args)
+    finally:
+        if bench.postgres:
+            bench.postgres.stop()
+    report(args, results, idle, profiled, compose_ms, help_median, notes)
+
+
+def profile_run(bench: Bench, args: argparse.Namespace) -> tuple[Path, infra.Measured, int]:
+    n = args.subscribers[0]
+    form = "csv" if bench.product.import_csv else "toml"
+    site = sites.build(sites.SiteSpec(n, args.day, args.seed, form), args.out, args.sample, bench.digest)
+    stats, run = bench.profile(site)
+    sent, _, _ = parse_summary(run.stdout)
+    print(f"  profiled {n:,}: {sent:,} sent, {run.cpu * 1000 / max(sent, 1):.2f} CPU ms/digest under the profiler",
+          flush=True)
+    return stats, run, sent
+
+
+def report(args: argparse.Namespace, results: list[Result], idle: list[Result],
+           profiled: tuple[Path, infra.Measured, int] | None, compose_ms: float, help_median: float,
+           notes: list[str]) -> None:
+    print_results(results)
+    lines = figures(results, idle, compose_ms, help_median)
+    if profiled and profiled[2]:
+        stats, _run, sent = profiled
+        same = [r for r in results if r.subscribers == args.subscribers[0] and r.variant == Variant("sqlite", True, 1)]
+        lines += print_stages(stages.by_stage(stats, ROOT), sent, same[0].cpu_ms if same else None)
+        print_hottest(stats, sent)
+    for note in notes:
+        print(f"note: {note}")
+    print()
+    print("\n".join(lines))
+
+
+def figures(results: list[Result], idle: list[Result], compose_ms: float, help_median: float) -> list[str]:
+    """The `name: value` lines, with the 1,000,000 extrapolations and the ratios the targets name."""
+    lines = []
+    for r in results:
+        k = f"e2e_{r.subscribers}_{r.variant.key}"
+        lines += [f"{k}_digests_per_second: {r.rate:.1f}", f"{k}_cpu_ms_per_digest: {r.cpu_ms:.3f}",
+                  f"{k}_db_server_cpu_ms_per_digest: {r.server_cpu_ms:.3f}",
+                  f"{k}_peak_rss_mib: {r.run.peak_rss_mib:.0f}", f"{k}_store_mib: {mib(r.store_bytes):.1f}",
+                  f"{k}_verified: {'yes' if r.ok else 'no'}"]
+    for variant in dict.fromkeys(r.variant for r in results):
+        mine = [r for r in results if r.variant == variant]
+        minutes, how = extrapolate([(r.subscribers, r.run.wall / 60) for r in mine])
+        sent_share = mine[-1].sent / mine[-1].subscribers
+        lines += [f"e2e_1000000_{variant.key}_minutes: {minutes:.1f} ({how})",
+                  f"e2e_1000000_{variant.key}_digests_per_second: {MILLION * sent_share / (minutes * 60):.1f}"]
+    for r in idle:
+        lines.append(f"nothing_due_{r.subscribers}_{r.variant.store}_seconds: {r.run.wall:.1f}")
+    for store in dict.fromkeys(r.variant.store for r in idle):
+        secs, how = extrapolate([(r.subscribers, r.run.wall) for r in idle if r.variant.store == store])
+        lines.append(f"nothing_due_1000000_{store}_seconds: {secs:.0f} ({how}; target < 60)")
+    lines += ratios(results, compose_ms)
+    lines += [f"compose_cpu_ms_per_digest: {compose_ms:.3f}", f"help_seconds: {help_median:.2f} (target < 0.5)"]
+    return lines
+
+
+def ratios(results: list[Result], compose_ms: float) -> list[str]:
+    """End to end against compose (target within 2x) and 2 workers against 1 (target ≥ 1.7)."""
+    lines = []
+    by = {(r.subscribers, r.variant): r for r in results}
+    for (n, v), r in by.items():
+        if not v.dkim and v.workers == 1:
+            lines.append(f"e2e_to_compose_cpu_{n}_{v.store}: {r.cpu_ms / compose_ms:.1f} (target ≤ 2)")
+        one = by.get((n, Variant(v.store, v.dkim, 1)))
+        if v.workers == 2 and one:
+            lines.append(f"workers_2_vs_1_{n}_{v.store}_dkim_{'on' if v.dkim else 'off'}: "
+                         f"{r.rate / one.rate:.2f} (target ≥ 1.7)")
+    return lines
+
+
+if __name__ == "__main__":
+    main()
