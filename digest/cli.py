@@ -22,6 +22,7 @@ from .logs import setup_logging
 from .pipeline import App, IngestReport
 from .select import Ranked
 from .sending import NOT_ATTEMPTED, SendReport
+from .schedule import Slot
 from .status import delivery_lines, render_status
 from .subscribers import load_subscribers
 
@@ -50,8 +51,16 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument("paths", nargs="*", type=Path, help="files or folders (default: [ingest] paths)")
     ingest.add_argument("--date", type=_date, default=None, help="the day these papers were seen (default: today)")
 
-    subs = commands.add_parser("subscribers", help="check or list subscriber profiles")
-    subs.add_argument("action", choices=("check", "list"))
+    subs = commands.add_parser("subscribers", help="check, list, import, export or remove subscribers")
+    actions = subs.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions.add_parser("check", help="validate every profile file; print each problem as file:line: message")
+    actions.add_parser("list", help="one line per subscriber: email, name, schedule, topics")
+    imports = actions.add_parser("import", help="add a CSV list or a folder of profiles to the store")
+    imports.add_argument("path", type=Path, metavar="FILE.csv|DIR")
+    exports = actions.add_parser("export", help="write every subscriber as CSV (the shape import reads)")
+    exports.add_argument("--out", type=Path, metavar="FILE.csv", help="file to write (default: standard output)")
+    remove = actions.add_parser("remove", help="remove an imported subscriber from the store")
+    remove.add_argument("email")
 
     preview = commands.add_parser("preview", help="write each digest as .html, .txt and .eml files")
     preview.add_argument("--subscriber", metavar="EMAIL")
@@ -128,18 +137,68 @@ def cmd_ingest(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_subscribers(config: Config, args: argparse.Namespace) -> int:
-    roster = load_subscribers(Path(config.subscribers.dir))
-    if args.action == "check":
+    if args.action == "check":  # the files alone: usable where there is no database (a profiles repository's CI)
+        roster = load_subscribers(Path(config.subscribers.dir))
         for problem in roster.problems:
             print(problem)
         print(f"{len(roster.subscribers)} valid, {len(roster.invalid_files)} invalid profiles")
         return EXIT_FAILED if roster.problems else EXIT_OK
-    for problem in roster.problems:
+    app = App(config)
+    try:
+        return SUBSCRIBER_ACTIONS[args.action](app, args)
+    finally:
+        app.close()
+
+
+def _subscribers_list(app: App, args: argparse.Namespace) -> int:
+    for problem in app.sync().problems:
         print(f"warning: skipping profile: {problem}", file=sys.stderr)
-    for sub in roster.subscribers:
+    for sub in app.store.iter_subscribers():
         topics = ", ".join(i.name for i in sub.interests) or "(trending)"
         print(f"{sub.email}\t{sub.name}\t{sub.frequency} at {sub.send_at:%H:%M} {sub.timezone}\t{topics}")
     return EXIT_OK
+
+
+def _subscribers_import(app: App, args: argparse.Namespace) -> int:
+    from .catalogue import import_path
+
+    app.sync()  # an address a profile file defines stays the file's
+    report = import_path(app.store, args.path)
+    for problem in report.problems:
+        print(f"error: {problem}", file=sys.stderr)
+    print(f"imported {report.imported} subscribers from {args.path}, {len(report.problems)} problems")
+    return EXIT_FAILED if report.problems else EXIT_OK
+
+
+def _subscribers_export(app: App, args: argparse.Namespace) -> int:
+    from .catalogue import export_csv
+
+    app.sync()
+    if args.out is None:
+        export_csv(app.store, sys.stdout)
+        return EXIT_OK
+    try:
+        with args.out.open("w", encoding="utf-8", newline="") as out:
+            count = export_csv(app.store, out)
+    except OSError as exc:
+        raise UsageError(f"cannot write {args.out}: {exc.strerror or exc}") from exc
+    print(f"exported {count} subscribers to {args.out}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _subscribers_remove(app: App, args: argparse.Namespace) -> int:
+    if not app.store.remove_subscriber(args.email, "import"):
+        owner = app.store.owners([args.email.lower()]).get(args.email.lower())
+        where = f"; it is defined by the profile file {owner[1]}: delete that file" if owner else ""
+        raise UsageError(f"no imported subscriber {args.email!r}{where}")
+    print(f"removed {args.email}")
+    return EXIT_OK
+
+
+SUBSCRIBER_ACTIONS: dict[str, Callable[[App, argparse.Namespace], int]] = {
+    "list": _subscribers_list, "import": _subscribers_import, "export": _subscribers_export,
+    "remove": _subscribers_remove,
+}
 
 
 def cmd_preview(config: Config, args: argparse.Namespace) -> int:
@@ -301,7 +360,8 @@ def cmd_status(config: Config, args: argparse.Namespace) -> int:
         text = render_status(now=now, day=day, runs=runs, fetches=app.store.fetches(),
                              lines=delivery_lines(roster.subscribers, day, app.store.deliveries_on(day),
                                                   app.store.suppressed()),
-                             subscribers=roster.subscribers)
+                             slots={Slot(c.timezone, c.send_at, c.frequency): c.subscribers
+                                    for c in app.store.slot_counts()})
     finally:
         app.close()
     print(text)

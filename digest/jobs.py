@@ -6,7 +6,7 @@ Every job is recorded in the store's run log (what, when, outcome) for `digest s
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 from .collect import CollectReport, collect
 from .fetch import USER_AGENT, Fetcher, FetchPolicy
 from .pipeline import App, IngestReport
-from .schedule import Daemon, due
+from .schedule import Daemon, Slot, due_slots
 from .sending import SendReport
 
 log = logging.getLogger("digest")
@@ -99,20 +99,20 @@ def run_job(app: App, now: datetime, day: date | None = None, *, dry_run: bool =
     with recorded(app, "run") as entry:
         report.fetched, report.ingested = refresh(app, day or now.date())
         if day is not None:
-            report.sends.append(app.send(day, dry_run=dry_run))
+            report.sends.append(app.send(day, dry_run=dry_run, command="run"))
         else:
             grace = timedelta(minutes=app.config.schedule.grace_minutes)
-            for digest_day, subscribers in sorted(due(app.roster().subscribers, now, grace).items()):
-                report.sends.append(app.send(digest_day, dry_run=dry_run, emails=[s.email for s in subscribers]))
+            for digest_day, slots in sorted(due_slots(app.slots(), now, grace).items()):
+                report.sends.append(app.send(digest_day, dry_run=dry_run, slots=slots, command="run"))
         entry.lines += report.lines()
         entry.failed = report.failed
     return report
 
 
-def deliver_slot(app: App, day: date, emails: Collection[str], should_stop: Callable[[], bool]) -> SendReport:
+def deliver_slot(app: App, day: date, slot: Slot, should_stop: Callable[[], bool]) -> SendReport:
     """The daemon's send job for one slot (recorded in the run log)."""
     with recorded(app, "send") as entry:
-        report = app.send(day, emails=emails, should_stop=should_stop)
+        report = app.send(day, slots=[slot], should_stop=should_stop, command="schedule")
         entry.lines.append(report.summary())
         entry.failed = not report.ok
     return report
@@ -123,7 +123,7 @@ def make_daemon(app: App, *, manual: bool = False) -> Daemon:
     settings = app.config.schedule
     return Daemon(engine=app.store.engine, store=app.store, zone=settings.timezone,
                   fetch_cron=settings.fetch_cron, grace=timedelta(minutes=settings.grace_minutes),
-                  subscribers=lambda: app.roster().subscribers,
-                  deliver=lambda day, emails, stop: deliver_slot(app, day, emails, stop),
+                  slots=app.slots,
+                  deliver=lambda day, slot, stop: deliver_slot(app, day, slot, stop),
                   fetch=lambda: fetch_job(app, datetime.now(ZoneInfo(settings.timezone)).date()),
                   manual=manual)

@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
-from datetime import date, timedelta
+from datetime import date, time, timedelta
 from email.message import EmailMessage
 from functools import cached_property
+from itertools import islice
 from pathlib import Path
 
-from . import sources
+from . import catalogue, sources
 from .config import Config
 from .deliver import Outcome, RetryPolicy, Transport, safe_name, send_test, write_atomic
 from .errors import ProfileError, UsageError
@@ -23,11 +24,12 @@ from .mail import build_message, message_id
 from .models import Digest, Links, Paper, RecordError, Subscriber
 from .render import Renderer
 from .select import CorpusStats, Pool, Ranked, SelectSettings, Signals, rank, select_digest
-from .select.batch import prepare
-from .sending import Blocked, Composed, Composer, Sender, SendPolicy, SendReport, make_transport, queue_outcomes, skip
+from .schedule import Slot
+from .sending import (KEEP_OUTCOMES, Blocked, Composed, Composer, Sender, SendPolicy, SendReport, make_transport,
+                      queue_outcomes, skip)
 from .signing import DkimSigner
-from .store import Store
-from .subscribers import Roster, is_delivery_day, is_email, load_subscribers, parse_profile
+from .store import Queue, Store
+from .subscribers import Roster, is_delivery_day, is_email, parse_profile
 from .tokens import Signer
 
 log = logging.getLogger("digest")
@@ -105,17 +107,21 @@ class App:
 
     # -- compose ----------------------------------------------------------------
 
-    def roster(self) -> Roster:
-        """The valid subscribers; each invalid profile is logged with its file and skipped."""
-        roster = load_subscribers(Path(self.config.subscribers.dir))
-        for problem in roster.problems:
+    def sync(self) -> catalogue.SyncReport:
+        """Bring changed profile files into the store; each invalid profile is logged with its file and skipped."""
+        report = catalogue.sync(self.store, Path(self.config.subscribers.dir))
+        for problem in report.problems:
             log.warning("skipping profile: %s", problem)
-        chosen = {e: p.frequency for e, p in self.store.preferences().items() if p.frequency}
-        if not chosen:
-            return roster
-        # A frequency chosen on the preferences page wins over the profile's (which stays untouched).
-        return replace(roster, subscribers=tuple(
-            replace(s, frequency=chosen.get(s.email.lower(), s.frequency)) for s in roster.subscribers))
+        return report
+
+    def roster(self) -> Roster:
+        """Every valid subscriber (a frequency chosen on the preferences page applied), and the invalid profiles."""
+        return catalogue.roster(self.store, self.sync().problems)
+
+    def slots(self) -> list[Slot]:
+        """The delivery slots in use (profile files synced first)."""
+        self.sync()
+        return [Slot(c.timezone, c.send_at, c.frequency) for c in self.store.slot_counts()]
 
     def corpus(self) -> CorpusStats:
         """Term statistics of the whole store: cached in it, brought up to date once per run."""
@@ -307,52 +313,79 @@ class App:
         return SendPolicy(batch=d.batch_size, lease=timedelta(seconds=d.lease_seconds), retry=self.retry,
                           suppress_after=d.suppress_after)
 
-    def sender(self, pool: Pool, roster: Roster, day: date, command: str = "send") -> Sender:
-        """A sender of `day`'s digests drawn from `pool`, for the subscribers of `roster`."""
-        by_email = {s.email: s for s in roster.subscribers}
-        return Sender(self.store, compose=self.composer(pool),
-                      profiles=lambda emails: {e: by_email[e] for e in emails if e in by_email},
+    def sender(self, pool: Pool, day: date, command: str = "send") -> Sender:
+        """A sender of `day`'s digests drawn from `pool`."""
+        return Sender(self.store, compose=self.composer(pool), profiles=self.store.subscribers_by_email,
                       transport=lambda: self.transport, wire=self.wire, blocked=self.blocked(day),
                       policy=self.policy(), command=command)
 
-    def send(self, day: date, *, dry_run: bool = False, only: str | None = None,
-             emails: Collection[str] | None = None, should_stop: Callable[[], bool] = lambda: False,
-             command: str = "send") -> SendReport:
-        """Deliver every due digest for `day` (of `emails` when given); each subscriber independent of the others.
+    def send(self, day: date, *, dry_run: bool = False, only: str | None = None, slots: Sequence[Slot] | None = None,
+             should_stop: Callable[[], bool] = lambda: False, command: str = "send") -> SendReport:
+        """Deliver the digests of `day`: everyone's (or one subscriber's, or those of some delivery slots).
 
         The due digests are queued in the store, then claimed a batch at a time: any other run or
         worker on the same store takes its share and none is sent twice. `should_stop` is asked
         between digests: a daemon told to stop finishes the message in flight and leaves the rest.
         """
-        roster = self.roster()
+        synced = self.sync()
         if not dry_run:
             _ = self.transport, self.dkim  # a settings error (no password, bad key) stops the run before it starts
-        report = SendReport(day, invalid_profiles=len(roster.invalid_files))
-        chosen = self.chosen(roster, only)
-        if emails is not None:
-            wanted = {e.lower() for e in emails}
-            chosen = [s for s in chosen if s.email.lower() in wanted]
-        blocked = self.blocked(day)([s.email for s in chosen])
-        due = skip(report, chosen, lambda s: blocked.why(s.email) or (
-            None if is_delivery_day(s.frequency, day) else f"not a delivery day for frequency {s.frequency}"))
+        report = SendReport(day, invalid_profiles=len({p.path for p in synced.problems}))
+        if only is not None:
+            return self._send_one(day, self.subscriber(only), report, dry_run)
+        wanted = self.slots() if slots is None else list(slots)
+        on_day = [_slot(s) for s in wanted if is_delivery_day(s.frequency, day)]
+        for slot in wanted:
+            if not is_delivery_day(slot.frequency, day):
+                emails, total = self.store.emails_in_slots([_slot(slot)], KEEP_OUTCOMES)
+                why = f"not a delivery day for frequency {slot.frequency}"
+                for email in emails:
+                    report.add(Outcome(email, "skipped", why))
+                    log.info("skipped %s: %s", email, why)
+                report.counts["skipped"] += total - len(emails)
         pool = self.pool(day)
-        prepare(pool, due, self.settings)  # every subscriber's keywords in one sparse product
         with self.renderer.pinned():
             if dry_run:
-                return self._dry_run(pool, due, day, report)
-            queue = self.store.enqueue(day, (s.email for s in due), transport=self.transport.name,
+                return self._dry_run(pool, self.store.iter_subscribers(slots=on_day), day, report)
+            queue = self.store.enqueue_slots(day, on_day, self.transport.name)
+            return self._work(pool, day, queue, report, should_stop, command)
+
+    def _send_one(self, day: date, subscriber: Subscriber, report: SendReport, dry_run: bool) -> SendReport:
+        """`digest send --subscriber`: that one digest, through the same queue and claims."""
+        blocked = self.blocked(day)([subscriber.email])
+        due = skip(report, [subscriber], lambda s: blocked.why(s.email) or (
+            None if is_delivery_day(s.frequency, day) else f"not a delivery day for frequency {s.frequency}"))
+        pool = self.pool(day)
+        with self.renderer.pinned():
+            if dry_run:
+                return self._dry_run(pool, iter(due), day, report)
+            queue = self.store.enqueue(day, [s.email for s in due], transport=self.transport.name,
                                        message_id=lambda e: message_id(e, day, self.newsletter.from_address))
-            queue_outcomes(queue, report)
-            self.sender(pool, roster, day, command).work(day, report, only=chosen[0].email if only else None,
-                                                         should_stop=should_stop, total=queue.queued)
+            return self._work(pool, day, queue, report, lambda: False, "send", only=subscriber.email)
+
+    def _work(self, pool: Pool, day: date, queue: Queue, report: SendReport, should_stop: Callable[[], bool],
+              command: str, only: str | None = None) -> SendReport:
+        queue_outcomes(queue, report)
+        self.sender(pool, day, command).work(day, report, only=only, should_stop=should_stop, total=queue.queued)
         report.others = max(0, queue.queued + queue.held - report.claimed)
         return report
 
-    def _dry_run(self, pool: Pool, due: Sequence[Subscriber], day: date, report: SendReport) -> SendReport:
-        compose, size = self.composer(pool), self.config.delivery.batch_size
-        with progress(len(due), f"sending {day}") as bar:
-            for batch in (due[start:start + size] for start in range(0, len(due), size)):
-                self._dry_batch(batch, compose(batch, day), report)
+    def subscriber(self, email: str) -> Subscriber:
+        """One subscriber by address (profile files synced first); UsageError naming the folder if unknown."""
+        found = self.store.subscribers_by_email([email]).get(email)
+        if found is None:
+            raise UsageError(f"no valid subscriber {email!r} in {self.config.subscribers.dir} "
+                             "(see `digest subscribers list`)")
+        return found
+
+    def _dry_run(self, pool: Pool, due: Iterator[Subscriber], day: date, report: SendReport) -> SendReport:
+        """Compose the digests of `due` a batch at a time; nothing is queued, claimed or sent."""
+        compose, size, check = self.composer(pool), self.config.delivery.batch_size, self.blocked(day)
+        with progress(self.store.count_subscribers(), f"sending {day}") as bar:
+            while batch := list(islice(due, size)):
+                blocked = check([s.email for s in batch])
+                ready = skip(report, batch, lambda s: blocked.why(s.email))
+                self._dry_batch(ready, compose(ready, day), report)
                 bar(len(batch))
         return report
 
@@ -378,3 +411,7 @@ class App:
         finally:
             if transport is not self._transport:
                 transport.close()
+
+
+def _slot(slot: Slot) -> tuple[str, time, str]:
+    return slot.timezone, slot.send_at, slot.frequency

@@ -18,7 +18,7 @@ import os
 import secrets
 import socket
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
@@ -84,28 +84,43 @@ class Slot:
         return self.trigger().get_next_fire_time(None, now.astimezone(ZoneInfo(self.timezone)))
 
 
-def due(subscribers: Iterable[Subscriber], now: datetime, grace: timedelta) -> dict[date, list[Subscriber]]:
-    """Subscribers whose latest slot has passed, grouped by that slot's local date.
+def due_date(slot: Slot, now: datetime, grace: timedelta) -> date | None:
+    """The local date of the slot's digest that is due at `now`, if one is.
 
     A slot stays due for the rest of its local day (a machine that was down at 07:30 still sends
     today's digest when it is back at noon) and for `grace` after it, so a slot just before local
     midnight is not lost to a run a few minutes after it. Older slots are left alone.
     """
-    out: dict[date, list[Subscriber]] = {}
-    for subscriber in subscribers:
-        at = Slot.of(subscriber).latest(now)
-        if at is None:
-            continue
-        if at.date() == now.astimezone(at.tzinfo).date() or now - at <= grace:
-            out.setdefault(at.date(), []).append(subscriber)
+    at = slot.latest(now)
+    if at is None:
+        return None
+    if at.date() == now.astimezone(at.tzinfo).date() or now - at <= grace:
+        return at.date()
+    return None
+
+
+def due_slots(slots: Iterable[Slot], now: datetime, grace: timedelta) -> dict[date, list[Slot]]:
+    """The slots due at `now`, grouped by the local date of their digest."""
+    out: dict[date, list[Slot]] = {}
+    for slot in slots:
+        day = due_date(slot, now, grace)
+        if day is not None:
+            out.setdefault(day, []).append(slot)
     return out
 
 
-def next_sends(subscribers: Iterable[Subscriber], now: datetime, limit: int = 10) -> list[tuple[datetime, Slot, int]]:
-    """The next `limit` slots after `now` with how many subscribers each serves (for `digest status`)."""
-    counts: dict[Slot, int] = {}
+def due(subscribers: Iterable[Subscriber], now: datetime, grace: timedelta) -> dict[date, list[Subscriber]]:
+    """Subscribers whose latest slot has passed, grouped by that slot's local date (see `due_date`)."""
+    out: dict[date, list[Subscriber]] = {}
     for subscriber in subscribers:
-        counts[Slot.of(subscriber)] = counts.get(Slot.of(subscriber), 0) + 1
+        day = due_date(Slot.of(subscriber), now, grace)
+        if day is not None:
+            out.setdefault(day, []).append(subscriber)
+    return out
+
+
+def next_sends(counts: Mapping[Slot, int], now: datetime, limit: int = 10) -> list[tuple[datetime, Slot, int]]:
+    """The next `limit` slots after `now` with how many subscribers each serves (for `digest status`)."""
     upcoming = sorted((slot.next(now), slot, n) for slot, n in counts.items())
     return upcoming[:limit]
 
@@ -126,17 +141,17 @@ def lock_owner() -> str:
 class Daemon:
     """The scheduler: fetch on `fetch_cron`, send each slot on time, heartbeat the lock, reread profiles.
 
-    `deliver(day, emails, should_stop)` and `fetch()` do the work; `subscribers()` reads the
-    profiles. Jobs run one at a time on one worker thread. With `manual=True` there is no thread at
+    `deliver(day, slot, should_stop)` and `fetch()` do the work; `slots()` reads the delivery
+    slots in use from the profiles. Jobs run one at a time on one worker thread. With `manual=True` there is no thread at
     all: jobs run in the caller's thread when it calls `tick()` (tests drive it under a frozen clock).
     """
 
     def __init__(self, *, engine: object, store: object, zone: str, fetch_cron: str, grace: timedelta,
-                 subscribers: Callable[[], Sequence[Subscriber]], deliver: Callable[..., object],
+                 slots: Callable[[], Sequence[Slot]], deliver: Callable[..., object],
                  fetch: Callable[[], object], resync_minutes: int = 5, manual: bool = False) -> None:
         self.store = store
         self.fetch_trigger = parse_cron(fetch_cron, zone) if fetch_cron else None
-        self.subscribers, self._deliver, self._fetch = subscribers, deliver, fetch
+        self.slots, self._deliver, self._fetch = slots, deliver, fetch
         self.resync_minutes = resync_minutes
         self.stopping = threading.Event()
         self.owner = lock_owner()
@@ -173,7 +188,7 @@ class Daemon:
         """
         now = datetime.now(UTC)
         grace = timedelta(seconds=self.scheduler._job_defaults["misfire_grace_time"])
-        slots = {Slot.of(s) for subscribers in due(self.subscribers(), now, grace).values() for s in subscribers}
+        slots = {slot for due in due_slots(self.slots(), now, grace).values() for slot in due}
         for slot in sorted(slots):
             self.scheduler.add_job(run_slot, "date", run_date=now, jobstore="memory", id=f"catch-up:{slot.job_id}",
                                    args=[slot.timezone, f"{slot.send_at:%H:%M}", slot.frequency],
@@ -181,7 +196,7 @@ class Daemon:
 
     def sync(self) -> None:
         """Make the stored slot jobs match the profiles: add new slots, drop unused ones, keep the rest."""
-        wanted = {Slot.of(s).job_id: Slot.of(s) for s in self.subscribers()}
+        wanted = {slot.job_id: slot for slot in self.slots()}
         for job in self.scheduler.get_jobs(jobstore="default"):
             if job.id not in wanted:
                 job.remove()
@@ -208,9 +223,8 @@ class Daemon:
         at = slot.latest(now)
         if at is None:
             return
-        emails = [s.email for s in self.subscribers() if Slot.of(s) == slot]
-        if emails:
-            self._deliver(at.date(), emails, self.stopping.is_set)
+        if slot in set(self.slots()):
+            self._deliver(at.date(), slot, self.stopping.is_set)
 
 
 class _ManualScheduler(BaseScheduler):

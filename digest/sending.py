@@ -226,12 +226,11 @@ class Sender:
 
 
 def queue_outcomes(queue: Queue, report: SendReport) -> None:
-    """Count what enqueueing found settled or held elsewhere: skipped by this run."""
-    for email, status, detail in queue.settled:
-        report.add(Outcome(email, "skipped", "already sent" if status == "sent" else f"bounced on this date: {detail}"))
-    for status in ("sent", "bounced"):
-        unlisted = getattr(queue, status) - sum(1 for _, s, _ in queue.settled if s == status)
-        report.counts["skipped"] += unlisted
+    """Count what enqueueing left out (already sent, bounced, suppressed, paused): skipped by this run."""
+    for email, why in queue.skipped:
+        report.add(Outcome(email, "skipped", why))
+        log.info("skipped %s: %s", email, why)
+    report.counts["skipped"] += queue.unlisted
 
 
 def skip(report: SendReport, subscribers: Iterable[Subscriber], why: Callable[[Subscriber], str | None]) -> list[Subscriber]:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 
 from .models import Subscriber
-from .schedule import next_sends
+from .schedule import Slot, next_sends
 from .store import DeliveryRecord, FetchRecord, RunRecord
 from .subscribers import is_delivery_day
 
@@ -42,7 +42,7 @@ def delivery_lines(subscribers: Sequence[Subscriber], day: date, records: Sequen
 
 
 def render_status(*, now: datetime, day: date, runs: Sequence[RunRecord], fetches: Sequence[FetchRecord],
-                  lines: Sequence[DeliveryLine], subscribers: Sequence[Subscriber]) -> str:
+                  lines: Sequence[DeliveryLine], slots: Mapping[Slot, int]) -> str:
     """The whole report as text, section by section."""
     out = ["Recent runs:"]
     out += [_run(r) for r in runs] or ["  (none yet)"]
@@ -53,7 +53,7 @@ def render_status(*, now: datetime, day: date, runs: Sequence[RunRecord], fetche
     out += ["", f"Deliveries for {day}: {summary}"]
     out += [f"  {line.state:<10} {line.email}" + (f"  ({line.detail})" if line.detail else "") for line in lines]
     out += ["", "Next scheduled sends:"]
-    upcoming = next_sends(subscribers, now)
+    upcoming = next_sends(slots, now)
     out += [f"  {when:%Y-%m-%d %H:%M %Z}  {slot.frequency:<10} {n} subscriber{'s' * (n != 1)}"
             for when, slot, n in upcoming] or ["  (no subscribers)"]
     return "\n".join(out)

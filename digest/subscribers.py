@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, time
 from pathlib import Path
@@ -104,14 +105,17 @@ def _str_list(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) and v.strip() for v in value)
 
 
+Locate = Callable[[str, "int | None"], int]  # (key, interest number or None) → the line it is written on
+
+
 class _Validator:
     """Checks one parsed profile and collects every problem, not just the first."""
 
-    def __init__(self, path: str, text: str) -> None:
-        self.path, self.lines, self.problems = path, _Lines(text), []  # type: ignore[var-annotated]
+    def __init__(self, path: str, locate: Locate) -> None:
+        self.path, self.locate, self.problems = path, locate, []  # type: ignore[var-annotated]
 
     def fail(self, key: str, message: str, interest: int | None = None) -> None:
-        self.problems.append(Problem(self.path, self.lines.of(key, interest), message))
+        self.problems.append(Problem(self.path, self.locate(key, interest), message))
 
     def subscriber(self, data: dict[str, Any]) -> Subscriber | None:
         for key, message in _unknown(data, TOP_KEYS):
@@ -143,7 +147,7 @@ class _Validator:
 
     def _email(self, value: Any) -> str:
         if value is None:
-            self.problems.append(Problem(self.path, 1, "missing required key 'email'"))
+            self.problems.append(Problem(self.path, self.locate("email", None), "missing required key 'email'"))
         elif not isinstance(value, str) or not is_email(value.strip()):
             self.fail("email", f"email {value!r} is not a valid address (like ada@example.org)")
         else:
@@ -229,7 +233,12 @@ def parse_profile(path: Path) -> tuple[Subscriber | None, list[Problem]]:
     except tomllib.TOMLDecodeError as exc:
         match = _TOML_LINE.search(str(exc))
         return None, [Problem(str(path), int(match.group(1)) if match else 1, f"invalid TOML: {exc}")]
-    validator = _Validator(str(path), text)
+    return validate(data, str(path), _Lines(text).of)
+
+
+def validate(data: dict[str, Any], where: str, locate: Locate) -> tuple[Subscriber | None, list[Problem]]:
+    """Check a profile given as a table (from TOML, a CSV row group, the store); `locate` says which line a key is on."""
+    validator = _Validator(where, locate)
     subscriber = validator.subscriber(data)
     return subscriber, validator.problems
 

@@ -38,7 +38,7 @@ def web(app) -> Iterator[Server]:
 
 
 def outcome(app: App, email: str, day: date = DAY):
-    return next(o for o in app.send(day, emails=[email]).outcomes if o.subscriber == email)
+    return next(o for o in app.send(day, only=email).outcomes if o.subscriber == email)
 
 
 def test_rfc8058_one_click_post_unsubscribes_at_once(web, app):

@@ -17,15 +17,16 @@ from .engine import make_engine
 from .feedback import FeedbackStore
 from .papers import PaperStore
 from .records import DeliveryRecord, FetchRecord, IngestCounts, Preference, RunRecord
+from .roster import FileState, RosterStore, SlotCount
 from .runs import RunStore
 from .sendlog import SendLogStore
 from .tables import meta
 
 __all__ = ["Claim", "ClaimStore", "DeliveryRecord", "Queue", "FeedbackStore", "FetchRecord", "IngestCounts", "Preference", "RunRecord",
-           "Store"]
+           "FileState", "RosterStore", "SlotCount", "Store"]
 
 
-class Store(PaperStore, SendLogStore, ClaimStore, RunStore, FeedbackStore):
+class Store(PaperStore, SendLogStore, ClaimStore, RosterStore, RunStore, FeedbackStore):
     """The database: open it with a SQLAlchemy URL; a new database is made at the current schema."""
 
     def __init__(self, url: str, *, check_schema: bool = True) -> None:

@@ -45,7 +45,18 @@ class Queue:
     sent: int = 0  # already sent on this date
     bounced: int = 0  # bounced on this date
     held: int = 0  # claimed by another worker right now
-    settled: list[tuple[str, str, str]] = field(default_factory=list)  # (subscriber, status, detail), up to KEEP
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (subscriber, why) of those not queued, up to KEEP
+    unlisted: int = 0  # skipped beyond KEEP: counted, not named
+
+    def skip(self, rows: Iterable[tuple[str, str]], count: int) -> None:
+        """Note `count` skipped subscribers, naming those of `rows` while there is room."""
+        named = [row for _, row in zip(range(KEEP - len(self.skipped)), rows)]
+        self.skipped += named
+        self.unlisted += count - len(named)
+
+
+def settled_reason(status: str, detail: str) -> str:
+    return "already sent" if status == "sent" else f"bounced on this date: {detail}"
 
 
 def insert_ignoring(conn: Connection, table: sa.Table, rows: Sequence[dict[str, object]]) -> None:
@@ -91,10 +102,11 @@ class ClaimStore(Base):
                 status="queued", claimed_by=None, lease_until=None, transport=transport))
             counts = Counter(dict(conn.execute(sa.select(deliveries.c.status, sa.func.count()).where(mine)
                                                .group_by(deliveries.c.status)).all()))
-            if len(found.settled) < KEEP and (counts["sent"] or counts["bounced"]):
+            if counts["sent"] or counts["bounced"]:
                 query = sa.select(deliveries.c.subscriber, deliveries.c.status, deliveries.c.detail).where(
                     mine & deliveries.c.status.in_(SETTLED))
-                found.settled += [tuple(row) for row in conn.execute(query)][: KEEP - len(found.settled)]
+                found.skip(((r.subscriber, settled_reason(r.status, r.detail)) for r in conn.execute(query)),
+                           counts["sent"] + counts["bounced"])
         found.queued += counts["queued"]
         found.sent += counts["sent"]
         found.bounced += counts["bounced"]

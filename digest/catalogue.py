@@ -1,0 +1,273 @@
+"""The subscriber catalogue: profile files and imported lists, brought into the store.
+
+`sync` reads only the profile files whose size or time stamp changed since the last run (a hash
+tells a touched file from an edited one), so a run over many files parses almost none of them.
+`import_path` adds a CSV list or a folder of profiles to the store (they are then read from the
+store, not from files); `export_csv` writes every subscriber out in the same CSV shape. One address
+has one source: a file and an import (or two files) naming the same address is an error that names
+both, and the one that had the address first keeps it.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from .models import Subscriber
+from .store import FileState, Store
+from .subscribers import Problem, Roster, parse_profile, validate
+
+CSV_FIELDS = ("email", "name", "timezone", "send_at", "frequency", "max_papers", "exclude",
+              "interest", "keywords", "description", "seed_papers", "weight")
+LIST_SEPARATOR = ";"  # within a cell: keywords, seed papers, exclusions
+IMPORT_BATCH = 2000  # subscribers written per transaction
+
+
+@dataclass
+class SyncReport:
+    """What a sync read: files parsed, unchanged, removed, and the problems of invalid ones."""
+
+    parsed: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+
+@dataclass
+class ImportReport:
+    """What an import stored, and the problems of the rows or files it could not."""
+
+    imported: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+
+def _conflict(email: str, owner: tuple[str, str | None]) -> str:
+    source, path = owner
+    where = f"the profile file {path}" if source == "file" else "an imported subscriber"
+    hint = "" if source == "file" else f" (remove it with `digest subscribers remove {email}` to use this file)"
+    return f"email {email} is already used by {where}{hint}"
+
+
+def _listing(folder: Path) -> dict[str, tuple[int, int]]:
+    found = {}
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.name.endswith(".toml") and entry.is_file():
+                stat = entry.stat()
+                found[str(Path(folder) / entry.name)] = (stat.st_mtime_ns, stat.st_size)
+    return found
+
+
+def sync(store: Store, folder: Path) -> SyncReport:
+    """Bring the profile files of `folder` into the store, parsing only those that changed."""
+    report = SyncReport()
+    if not folder.is_dir():
+        report.problems.append(Problem(str(folder), 0, "subscribers folder not found"))
+        store.apply_files(list(store.file_states()), [], [])
+        return report
+    known = store.file_states()
+    seen = _listing(folder)
+    removed = [path for path in known if path not in seen]
+    touched, todo = [], []
+    for path, (mtime, size) in sorted(seen.items()):
+        old = known.get(path)
+        conflicted = old is not None and old.problems and old.email_key  # its address may be free now
+        if old and (old.mtime_ns, old.size) == (mtime, size) and not conflicted:
+            report.unchanged += 1
+            continue
+        data = Path(path).read_bytes()
+        digest = hashlib.sha256(data).hexdigest()
+        if old and old.sha256 == digest and not conflicted:
+            touched.append(FileState(path, mtime, size, digest, old.email_key, old.problems))
+            report.unchanged += 1
+        else:
+            todo.append((path, mtime, size, digest))
+    if touched:
+        store.touch_files(touched)
+    report.removed = len(removed)
+    report.parsed = len(todo)
+    if todo or removed:
+        _apply(store, todo, removed, known, report)
+    report.problems += [Problem(path, line, message) for path, line, message in store.profile_problems()]
+    return report
+
+
+def _apply(store: Store, todo: list[tuple[str, int, int, str]], removed: list[str], known: dict[str, FileState],
+           report: SyncReport) -> None:
+    parsed = [(path, mtime, size, digest, *parse_profile(Path(path))) for path, mtime, size, digest in todo]
+    keys = [sub.email.lower() for *_, sub, _ in parsed if sub is not None]
+    going = set(removed) | {path for path, *_ in todo}
+    owners = {k: o for k, o in store.owners(keys).items() if not (o[0] == "file" and o[1] in going)}
+    # Among the files read now, one that had the address before keeps it; otherwise the first by name.
+    before = {state.email_key: path for path, state in known.items() if state.email_key and not state.problems}
+    states, valid = [], []
+    for path, mtime, size, digest, subscriber, problems in parsed:
+        key = subscriber.email.lower() if subscriber else None
+        if subscriber is not None and key is not None:
+            holder = owners.get(key)
+            if holder is None and before.get(key) not in (None, path) and before[key] in going:
+                holder = ("file", before[key]) if any(p == before[key] for p, *_ in todo) else None
+            if holder is not None and holder != ("file", path):
+                problems = [Problem(path, 1, _conflict(subscriber.email, holder))]
+            else:
+                owners[key] = ("file", path)
+                valid.append((subscriber, path))
+        states.append(FileState(path, mtime, size, digest, key,
+                                tuple((p.line, p.message) for p in problems)))
+    store.apply_files(removed, states, [(s, p) for s, p in valid if s is not None])
+
+
+def roster(store: Store, problems: Iterable[Problem] = ()) -> Roster:
+    """Every subscriber in the store, with the problems of the invalid profiles (for the small-scale tools)."""
+    found = tuple(problems)
+    return Roster(tuple(store.iter_subscribers()), found, tuple(dict.fromkeys(p.path for p in found)))
+
+
+# -- import and export ------------------------------------------------------------------
+
+
+def import_path(store: Store, path: Path) -> ImportReport:
+    """Import a CSV list or a folder of TOML profiles into the store (replacing imported subscribers of the same address)."""
+    report = ImportReport()
+    if path.is_dir():
+        profiles = (_profile(p, report) for p in sorted(path.glob("*.toml")))
+    elif path.is_file():
+        profiles = _read_csv(path, report)
+    else:
+        report.problems.append(Problem(str(path), 0, "no such file or folder"))
+        return report
+    batch: list[tuple[Subscriber, str, int]] = []
+    for item in profiles:
+        if item is not None:
+            batch.append(item)
+        if len(batch) >= IMPORT_BATCH:
+            _store(store, batch, report)
+            batch = []
+    _store(store, batch, report)
+    return report
+
+
+def _profile(path: Path, report: ImportReport) -> tuple[Subscriber, str, int] | None:
+    subscriber, problems = parse_profile(path)
+    report.problems += problems
+    return (subscriber, str(path), 1) if subscriber else None
+
+
+def _store(store: Store, batch: list[tuple[Subscriber, str, int]], report: ImportReport) -> None:
+    owners = store.owners([s.email.lower() for s, _, _ in batch])
+    keep = []
+    for subscriber, where, line in batch:
+        owner = owners.get(subscriber.email.lower())
+        if owner is not None and owner[0] == "file":
+            report.problems.append(Problem(where, line, f"email {subscriber.email} is already defined by the "
+                                                        f"profile file {owner[1]}; remove one of the two"))
+        else:
+            keep.append(subscriber)
+    store.put_subscribers(keep, "import")
+    report.imported += len(keep)
+
+
+def _cells(row: dict[str, str], key: str) -> list[str]:
+    return [part.strip() for part in (row.get(key) or "").split(LIST_SEPARATOR) if part.strip()]
+
+
+def _number(text: str) -> Any:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _read_csv(path: Path, report: ImportReport) -> Iterator[tuple[Subscriber, str, int] | None]:
+    """Subscribers from a CSV file, one row per interest; the rows of one subscriber must be together."""
+    try:
+        handle = path.open(encoding="utf-8", newline="")
+    except OSError as exc:
+        report.problems.append(Problem(str(path), 0, f"cannot read file: {exc.strerror or exc}"))
+        return
+    with handle:
+        reader = csv.DictReader(handle)
+        unknown = [f for f in reader.fieldnames or () if f not in CSV_FIELDS]
+        if not reader.fieldnames or "email" not in reader.fieldnames or unknown:
+            report.problems.append(Problem(str(path), 1, "the first line must name the columns: "
+                                           f"{', '.join(CSV_FIELDS)} (unknown: {', '.join(unknown) or 'none'})"))
+            return
+        try:
+            yield from _groups(path, reader, report)
+        except (UnicodeDecodeError, csv.Error) as exc:
+            report.problems.append(Problem(str(path), reader.line_num, f"cannot read the CSV: {exc}"))
+
+
+def _groups(path: Path, reader: csv.DictReader[str], report: ImportReport) -> Iterator[tuple[Subscriber, str, int] | None]:
+    seen: set[str] = set()
+    rows: list[tuple[int, dict[str, str]]] = []
+    for row in reader:
+        email = (row.get("email") or "").strip().lower()
+        if rows and email != (rows[0][1].get("email") or "").strip().lower():
+            yield _subscriber(path, rows, report, seen)
+            rows = []
+        rows.append((reader.line_num, row))
+    if rows:
+        yield _subscriber(path, rows, report, seen)
+
+
+def _subscriber(path: Path, rows: list[tuple[int, dict[str, str]]], report: ImportReport,
+                seen: set[str]) -> tuple[Subscriber, str, int] | None:
+    """One subscriber's rows as a profile table, validated with each problem on its row's line."""
+    first_line, first = rows[0]
+    email = (first.get("email") or "").strip()
+    if email.lower() in seen:
+        report.problems.append(Problem(str(path), first_line, f"email {email} appears again: keep a subscriber's "
+                                                               "rows together"))
+        return None
+    seen.add(email.lower())
+    data: dict[str, Any] = {"email": email or None}
+    for key in ("name", "timezone", "send_at", "frequency"):
+        value = next((r[key].strip() for _, r in rows if (r.get(key) or "").strip()), None)
+        if value is not None:
+            data[key] = value
+    max_papers = next((r["max_papers"].strip() for _, r in rows if (r.get("max_papers") or "").strip()), None)
+    if max_papers is not None:
+        data["max_papers"] = _number(max_papers)
+    data["exclude"] = [e for _, r in rows for e in _cells(r, "exclude")]
+    interests, lines = [], []
+    for line, row in rows:
+        if not (row.get("interest") or "").strip() and not any(_cells(row, k) for k in ("keywords", "seed_papers")):
+            continue
+        table: dict[str, Any] = {"name": (row.get("interest") or "").strip(), "keywords": _cells(row, "keywords"),
+                                 "seed_papers": _cells(row, "seed_papers")}
+        if (row.get("description") or "").strip():
+            table["description"] = row["description"].strip()
+        if (row.get("weight") or "").strip():
+            table["weight"] = _number(row["weight"].strip())
+        interests.append(table)
+        lines.append(line)
+    data["interests"] = interests
+    subscriber, problems = validate(data, str(path), lambda _key, n: first_line if n is None else lines[n])
+    report.problems += problems
+    return (subscriber, str(path), first_line) if subscriber else None
+
+
+def export_csv(store: Store, out: TextIO) -> int:
+    """Write every subscriber as CSV rows (one per interest), the shape `import_path` reads; returns how many."""
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_FIELDS)
+    count = 0
+    for subscriber in store.iter_subscribers(preferences=False):
+        head = [subscriber.email, subscriber.name, subscriber.timezone, f"{subscriber.send_at:%H:%M}",
+                subscriber.frequency, str(subscriber.max_papers), LIST_SEPARATOR.join(subscriber.exclude)]
+        if not subscriber.interests:
+            writer.writerow([*head, "", "", "", "", ""])
+        for n, interest in enumerate(subscriber.interests):
+            row = head if n == 0 else [subscriber.email, "", "", "", "", "", ""]
+            writer.writerow([*row, interest.name, LIST_SEPARATOR.join(interest.keywords), interest.description,
+                             LIST_SEPARATOR.join(interest.seed_papers), f"{interest.weight:g}"])
+        count += 1
+    return count

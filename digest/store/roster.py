@@ -1,0 +1,278 @@
+"""Subscribers kept in the store, whatever their source, and what was last read from each profile file.
+
+A run reads subscribers from here a batch at a time, by address, or grouped into delivery slots, so
+a million of them never have to be parsed, or held in memory, at once. The files stay the way
+operators edit subscribers by hand; `digest.catalogue` brings their changes in.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from datetime import date, time
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
+
+from ..models import Interest, Subscriber
+from .claims import CHUNK, KEEP, SETTLED, Queue, settled_reason
+from .engine import Base
+from .tables import _now, deliveries, papers, preferences, profile_files, subscribers, suppressions
+
+preferences_table = preferences
+
+
+@dataclass(frozen=True)
+class FileState:
+    """What the store remembers of one profile file."""
+
+    path: str
+    mtime_ns: int
+    size: int
+    sha256: str
+    email_key: str | None
+    problems: tuple[tuple[int, str], ...]
+
+
+@dataclass(frozen=True)
+class SlotCount:
+    """A delivery slot (timezone, local time, frequency) and how many subscribers it has."""
+
+    timezone: str
+    send_at: time
+    frequency: str
+    subscribers: int
+
+
+def profile_json(subscriber: Subscriber) -> str:
+    data = {"email": subscriber.email, "name": subscriber.name, "timezone": subscriber.timezone,
+            "send_at": f"{subscriber.send_at:%H:%M}", "frequency": subscriber.frequency,
+            "max_papers": subscriber.max_papers, "exclude": list(subscriber.exclude),
+            "interests": [{"name": i.name, "keywords": list(i.keywords), "weight": i.weight,
+                           "description": i.description, "seed_papers": list(i.seed_papers)}
+                          for i in subscriber.interests]}
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def subscriber_of(text: str, path: str | None) -> Subscriber:
+    data = json.loads(text)
+    interests = tuple(Interest(i["name"], tuple(i["keywords"]), i["weight"], i["description"],
+                               tuple(i["seed_papers"])) for i in data["interests"])
+    return Subscriber(email=data["email"], name=data["name"], timezone=data["timezone"],
+                      send_at=time.fromisoformat(data["send_at"]), frequency=data["frequency"],
+                      max_papers=data["max_papers"], interests=interests, exclude=tuple(data["exclude"]),
+                      path=path)
+
+
+def subscriber_row(subscriber: Subscriber, source: str, path: str | None) -> dict[str, Any]:
+    return {"email_key": subscriber.email.lower(), "email": subscriber.email, "source": source, "path": path,
+            "timezone": subscriber.timezone, "send_at": f"{subscriber.send_at:%H:%M}",
+            "frequency": subscriber.frequency, "profile": profile_json(subscriber), "updated_at": _now()}
+
+
+def _frequency() -> Any:
+    """A subscriber's frequency: the one chosen on the preferences page, else the profile's."""
+    return sa.func.coalesce(preferences.c.frequency, subscribers.c.frequency)
+
+
+def _with_preferences() -> Any:
+    return subscribers.outerjoin(preferences, preferences.c.email == subscribers.c.email_key)
+
+
+class RosterStore(Base):
+    """Subscribers and profile files (mixed into Store)."""
+
+    # -- profile files --------------------------------------------------------------
+
+    def file_states(self) -> dict[str, FileState]:
+        with self.engine.connect() as conn:
+            return {r.path: FileState(r.path, r.mtime_ns, r.size, r.sha256, r.email_key,
+                                      tuple(map(tuple, json.loads(r.problems or "[]"))))
+                    for r in conn.execute(sa.select(profile_files))}
+
+    def apply_files(self, removed: Sequence[str], states: Sequence[FileState],
+                    valid: Sequence[tuple[Subscriber, str]]) -> None:
+        """One transaction: forget removed files (and their subscribers), record file states, store valid profiles."""
+        with self.write() as conn:
+            for part in _parts(list(removed)):
+                conn.execute(subscribers.delete().where((subscribers.c.source == "file") & subscribers.c.path.in_(part)))
+                conn.execute(profile_files.delete().where(profile_files.c.path.in_(part)))
+            changed = [s.path for s in states]
+            for part in _parts(changed):  # a file that changed its address gives up the old one
+                conn.execute(subscribers.delete().where((subscribers.c.source == "file") & subscribers.c.path.in_(part)))
+                conn.execute(profile_files.delete().where(profile_files.c.path.in_(part)))
+            now = _now()
+            rows = [{"path": s.path, "mtime_ns": s.mtime_ns, "size": s.size, "sha256": s.sha256,
+                     "email_key": s.email_key, "problems": json.dumps(s.problems) if s.problems else None,
+                     "checked_at": now} for s in states]
+            for part in _parts(rows):
+                conn.execute(profile_files.insert(), part)
+            self._put(conn, [subscriber_row(sub, "file", path) for sub, path in valid])
+
+    def touch_files(self, states: Sequence[FileState]) -> None:
+        """Files whose content is unchanged but whose time stamp moved: remember the new stamp."""
+        with self.write() as conn:
+            for s in states:
+                conn.execute(profile_files.update().where(profile_files.c.path == s.path).values(
+                    mtime_ns=s.mtime_ns, size=s.size))
+
+    def profile_problems(self) -> list[tuple[str, int, str]]:
+        """(file, line, message) of every invalid profile file, in file order."""
+        query = sa.select(profile_files.c.path, profile_files.c.problems).where(
+            profile_files.c.problems.is_not(None)).order_by(profile_files.c.path)
+        with self.engine.connect() as conn:
+            return [(r.path, line, message) for r in conn.execute(query) for line, message in json.loads(r.problems)]
+
+    # -- subscribers -------------------------------------------------------------------
+
+    def owners(self, email_keys: Sequence[str]) -> dict[str, tuple[str, str | None]]:
+        """Who defines each of these (lower-case) addresses: (source, path)."""
+        out: dict[str, tuple[str, str | None]] = {}
+        with self.engine.connect() as conn:
+            for part in _parts(list(email_keys)):
+                query = sa.select(subscribers.c.email_key, subscribers.c.source, subscribers.c.path).where(
+                    subscribers.c.email_key.in_(part))
+                out.update({r.email_key: (r.source, r.path) for r in conn.execute(query)})
+        return out
+
+    def put_subscribers(self, rows: Sequence[Subscriber], source: str) -> None:
+        """Insert or replace subscribers of one source (an import)."""
+        with self.write() as conn:
+            self._put(conn, [subscriber_row(s, source, None) for s in rows])
+
+    @staticmethod
+    def _put(conn: Connection, rows: list[dict[str, Any]]) -> None:
+        for part in _parts(rows):
+            conn.execute(subscribers.delete().where(subscribers.c.email_key.in_([r["email_key"] for r in part])))
+            conn.execute(subscribers.insert(), part)
+
+    def remove_subscriber(self, email: str, source: str) -> bool:
+        with self.write() as conn:
+            result = conn.execute(subscribers.delete().where(
+                (subscribers.c.email_key == email.lower()) & (subscribers.c.source == source)))
+        return bool(result.rowcount)
+
+    def count_subscribers(self) -> int:
+        with self.engine.connect() as conn:
+            return int(conn.execute(sa.select(sa.func.count()).select_from(subscribers)).scalar_one())
+
+    def subscribers_by_email(self, emails: Sequence[str]) -> dict[str, Subscriber]:
+        """The subscribers with these addresses (any case), keyed by the address as given; preferences applied."""
+        wanted = {e.lower(): e for e in emails}
+        out: dict[str, Subscriber] = {}
+        with self.engine.connect() as conn:
+            for part in _parts(list(wanted)):
+                query = (sa.select(subscribers.c.email_key, subscribers.c.profile, subscribers.c.path,
+                                   preferences.c.frequency).select_from(_with_preferences())
+                         .where(subscribers.c.email_key.in_(part)))
+                for row in conn.execute(query):
+                    out[wanted[row.email_key]] = _subscriber(row)
+        return out
+
+    def iter_subscribers(self, batch: int = 1000, *, preferences: bool = True,
+                         slots: Sequence[tuple[str, time, str]] | None = None) -> Iterator[Subscriber]:
+        """Every subscriber (of these slots) in address order, a batch at a time; with `preferences`, a chosen
+        frequency applied."""
+        after = ""
+        chosen = _with_preferences() if preferences or slots is not None else subscribers
+        frequency = preferences_table.c.frequency if preferences else sa.null().label("frequency")
+        query = (sa.select(subscribers.c.email_key, subscribers.c.profile, subscribers.c.path, frequency)
+                 .select_from(chosen).order_by(subscribers.c.email_key).limit(batch))
+        if slots is not None:
+            query = query.where(_in_slots(slots) if slots else sa.false())
+        while True:
+            with self.engine.connect() as conn:
+                rows = conn.execute(query.where(subscribers.c.email_key > after)).all()
+            yield from (_subscriber(row) for row in rows)
+            if len(rows) < batch:
+                return
+            after = rows[-1].email_key
+
+    def slot_counts(self) -> list[SlotCount]:
+        """Every delivery slot in use, with its number of subscribers (a preferences-page frequency counts)."""
+        frequency = _frequency().label("frequency")
+        query = (sa.select(subscribers.c.timezone, subscribers.c.send_at, frequency, sa.func.count())
+                 .select_from(_with_preferences())
+                 .group_by(subscribers.c.timezone, subscribers.c.send_at, frequency))
+        with self.engine.connect() as conn:
+            return [SlotCount(r[0], time.fromisoformat(r[1]), r[2], int(r[3])) for r in conn.execute(query)]
+
+    def enqueue_slots(self, day: date, slots: Sequence[tuple[str, time, str]], transport: str) -> Queue:
+        """Queue the digests of `day` for every subscriber of these slots, in the database.
+
+        Suppressed and paused subscribers are left out, and what is sent, bounced or held by a
+        worker is left alone; each of those is counted (and named, up to a bound) as skipped.
+        """
+        found = Queue()
+        if not slots:
+            return found
+        in_slots = _in_slots(slots)
+        suppressed = sa.select(suppressions.c.reason).where(
+            sa.func.lower(suppressions.c.email) == subscribers.c.email_key).limit(1).scalar_subquery()
+        paused = sa.func.coalesce(preferences.c.paused_until >= day, False)
+        due = (sa.select(subscribers.c.email, sa.literal(day, sa.Date), sa.literal("", sa.String),
+                         sa.literal("queued", sa.String), sa.literal(0, sa.Integer), sa.literal(transport, sa.String),
+                         sa.literal("", sa.Text), sa.literal(_now(), sa.DateTime))
+               .select_from(_with_preferences()).where(in_slots & suppressed.is_(None) & ~paused))
+        columns = ["subscriber", "digest_date", "message_id", "status", "attempts", "transport", "detail", "updated_at"]
+        mine = (deliveries.c.digest_date == day) & deliveries.c.subscriber.in_(
+            sa.select(subscribers.c.email).select_from(_with_preferences()).where(in_slots))
+        with self.write() as conn:
+            insert_from_select(conn, deliveries, columns, due)
+            changed = conn.execute(sa.select(sa.func.max(papers.c.updated_at))).scalar()
+            again = deliveries.c.status.in_(("pending", "failed"))
+            if changed is not None:  # an empty digest is composed again once new papers have arrived
+                again = again | ((deliveries.c.status == "empty") & (deliveries.c.updated_at < changed))
+            conn.execute(deliveries.update().where(mine & again).values(
+                status="queued", claimed_by=None, lease_until=None, transport=transport))
+            counts = dict(conn.execute(sa.select(deliveries.c.status, sa.func.count()).where(mine)
+                                       .group_by(deliveries.c.status)).all())
+            settled = sa.select(deliveries.c.subscriber, deliveries.c.status, deliveries.c.detail).where(
+                mine & deliveries.c.status.in_(SETTLED)).limit(KEEP)
+            found.skip(((r.subscriber, settled_reason(r.status, r.detail)) for r in conn.execute(settled)),
+                       counts.get("sent", 0) + counts.get("bounced", 0))
+            blocked = (sa.select(subscribers.c.email, suppressed.label("suppressed"), preferences.c.paused_until)
+                       .select_from(_with_preferences()).where(in_slots & (suppressed.is_not(None) | paused)))
+            total = conn.execute(sa.select(sa.func.count()).select_from(blocked.subquery())).scalar_one()
+            found.skip(((r.email, f"suppressed ({r.suppressed})" if r.suppressed else f"paused until {r.paused_until}")
+                        for r in conn.execute(blocked.limit(KEEP))), total)
+        found.queued, found.held = counts.get("queued", 0), counts.get("claimed", 0)
+        found.sent, found.bounced = counts.get("sent", 0), counts.get("bounced", 0)
+        return found
+
+    def emails_in_slots(self, slots: Sequence[tuple[str, time, str]], limit: int) -> tuple[list[str], int]:
+        """Up to `limit` addresses of the subscribers of these slots, and how many there are in all."""
+        if not slots:
+            return [], 0
+        query = sa.select(subscribers.c.email).select_from(_with_preferences()).where(_in_slots(slots))
+        with self.engine.connect() as conn:
+            total = conn.execute(sa.select(sa.func.count()).select_from(query.subquery())).scalar_one()
+            return list(conn.execute(query.order_by(subscribers.c.email_key).limit(limit)).scalars()), int(total)
+
+
+def _in_slots(slots: Sequence[tuple[str, time, str]]) -> Any:
+    return sa.or_(*[(subscribers.c.timezone == tz) & (subscribers.c.send_at == f"{at:%H:%M}")
+                    & (_frequency() == frequency) for tz, at, frequency in slots])
+
+
+def insert_from_select(conn: Connection, table: sa.Table, columns: list[str], select: Any) -> None:
+    """INSERT … SELECT, skipping rows whose key exists."""
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    conn.execute(dialect.insert(table).from_select(columns, select).on_conflict_do_nothing())
+
+
+def _subscriber(row: Any) -> Subscriber:
+    found = subscriber_of(row.profile, row.path)
+    if row.frequency and row.frequency != found.frequency:
+        return replace(found, frequency=row.frequency)
+    return found
+
+
+def _parts(items: list[Any]) -> Iterator[list[Any]]:
+    for start in range(0, len(items), CHUNK):
+        yield items[start:start + CHUNK]
+
+
