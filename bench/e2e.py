@@ -344,6 +344,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=1, help="of the generated subscribers")
     parser.add_argument("--sample", type=Path, default=Path(DEFAULT_SAMPLE), help="arXiv sample (gzip JSONL)")
     parser.add_argument("--compose-subscribers", type=int, default=3000, help="for the bench/render.py baseline")
+    parser.add_argument("--subscriber-form", choices=("auto", "csv", "toml"), default="auto",
+                        help="csv: one list imported with `digest subscribers import` (auto: when it exists); "
+                             "toml: a profile file each")
     parser.add_argument("--no-profile", action="store_true", help="skip the cProfile stage breakdown")
     parser.add_argument("--pg-fsync", choices=("on", "off"), default="on",
                         help="PostgreSQL durability (on: a production server's defaults)")
@@ -379,7 +382,9 @@ def open_bench(args: argparse.Namespace) -> tuple[Bench, list[str]]:
 def site_for(bench: Bench, args: argparse.Namespace, n: int) -> sites.Site:
     """The site of `n` subscribers (built now unless cached)."""
     start = time.perf_counter()
-    form = "csv" if bench.product.import_csv else "toml"
+    form = args.subscriber_form
+    if form == "auto":
+        form = "csv" if bench.product.import_csv else "toml"
     site = sites.build(sites.SiteSpec(n, args.day, args.seed, form), args.out, args.sample, bench.digest)
     print(f"site {site.folder.name}: ready in {time.perf_counter() - start:.0f} s", flush=True)
     return site

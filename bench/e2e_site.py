@@ -26,7 +26,7 @@ from scale import TOPICS  # the ranking benchmark's ten topics, so both benches 
 from digest.select.text import words
 from digest.subscribers import WEEKDAYS
 
-SITE_VERSION = 1  # bump when what a site holds changes, so cached sites are rebuilt
+SITE_VERSION = 2  # bump when what a site holds changes, so cached sites are rebuilt
 PAPERS = 1000
 VOCABULARY = 5000  # each interest gets one word of its own from the commonest title words
 ZONES = ("UTC", "Europe/London", "Europe/Berlin", "America/New_York", "America/Los_Angeles",
@@ -138,16 +138,26 @@ def write_toml(folder: Path, rows: Iterator[dict[str, object]]) -> None:
         (folder / f"reader{i:07d}.toml").write_text(toml_profile(profile), encoding="utf-8")
 
 
-CSV_COLUMNS = ("email", "name", "timezone", "send_at", "frequency", "max_papers", "interests")
+CSV_COLUMNS = ("email", "name", "timezone", "send_at", "frequency", "max_papers", "exclude",
+               "interest", "keywords", "description", "seed_papers", "weight")
+CSV_LIST = ";"  # the separator of keywords within a cell
+
+
+def csv_rows(profile: dict[str, object]) -> Iterator[dict[str, object]]:
+    """A profile as `digest subscribers import` reads it: one row per interest (one bare row when trending-only)."""
+    head = {key: profile[key] for key in ("email", "name", "timezone", "send_at", "frequency", "max_papers")}
+    interests = profile["interests"] or [{}]  # type: ignore[list-item]
+    for interest in interests:  # type: ignore[attr-defined]
+        yield {**head, "interest": interest.get("name", ""), "keywords": CSV_LIST.join(interest.get("keywords", ())),
+               "weight": interest.get("weight", "")}
 
 
 def write_csv(path: Path, rows: Iterator[dict[str, object]]) -> None:
-    """One row per subscriber; `interests` as a JSON array of {name, keywords, weight} tables."""
     with path.open("w", newline="", encoding="utf-8") as out:
         writer = csv.DictWriter(out, CSV_COLUMNS)
         writer.writeheader()
         for profile in rows:
-            writer.writerow({**profile, "interests": json.dumps(profile["interests"])})
+            writer.writerows(csv_rows(profile))
 
 
 def setup_config(site: Site, url: str, path: Path) -> Path:
@@ -157,13 +167,14 @@ def setup_config(site: Site, url: str, path: Path) -> Path:
 
 
 def load_site(digest: Sequence[str], config: Path, site: Site) -> None:
-    """What an operator runs to fill a store: `digest ingest` the papers, `digest subscribers import` the list."""
+    """What an operator runs to fill a store: `digest ingest` the papers, `digest subscribers import` the list
+    (or, with profile files, `digest subscribers list`, which brings them into a store that keeps them)."""
     base = [*digest, "--config", str(config)]
-    subprocess.run([*base, "ingest", str(site.papers), "--date", site.spec.day.isoformat()],
-                   check=True, capture_output=True, text=True)
-    if site.spec.form == "csv":
-        subprocess.run([*base, "subscribers", "import", str(site.subscribers_csv)],
-                       check=True, capture_output=True, text=True)
+    steps = [["ingest", str(site.papers), "--date", site.spec.day.isoformat()],
+             ["subscribers", "import", str(site.subscribers_csv)] if site.spec.form == "csv" else
+             ["subscribers", "list"]]
+    for step in steps:
+        subprocess.run([*base, *step], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
 def build(spec: SiteSpec, root: Path, sample: Path, digest: Sequence[str]) -> Site:
@@ -180,6 +191,7 @@ def build(spec: SiteSpec, root: Path, sample: Path, digest: Sequence[str]) -> Si
     rows = profiles(spec.subscribers, title_vocabulary(sample), spec.day, spec.seed)
     if spec.form == "csv":
         write_csv(site.subscribers_csv, rows)
+        site.subscribers_dir.mkdir()  # the profile folder the settings name, empty: everyone is in the store
     else:
         write_toml(site.subscribers_dir, rows)
     load_site(digest, setup_config(site, f"sqlite:///{site.database}", site.folder / "setup.toml"), site)

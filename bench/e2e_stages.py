@@ -26,6 +26,8 @@ STAGES: tuple[tuple[str, str], ...] = (
     ("<frozen importlib", "imports"),
     (":<module>", "imports"),
     ("digest/subscribers.py", "profiles"),
+    ("digest/catalogue.py", "profiles"),
+    ("digest/store/roster.py", "profiles"),
     ("digest/pipeline.py:roster", "profiles"),
     ("digest/pipeline.py:signals", "history/signals"),
     ("digest/store/sendlog.py:received", "history/signals"),
