@@ -47,12 +47,12 @@ sys.path.insert(0, str(ROOT))
 import e2e_infra as infra  # noqa: E402
 import e2e_site as sites  # noqa: E402
 import e2e_stages as stages  # noqa: E402
+from e2e_report import MILLION, Baselines, Profiled, Result, Variant, report  # noqa: E402
 
 from digest.config import build_config  # noqa: E402
 from digest.models import Subscriber  # noqa: E402
 from digest.pipeline import App  # noqa: E402
 
-MILLION = 1_000_000
 DEFAULT_DAY = date(2026, 6, 30)  # a Tuesday with 329 papers listed; the days before it make up the 1,000
 DEFAULT_SAMPLE = os.environ.get("DIGEST_ARXIV_SAMPLE", "/work/shared/data/arxiv_sample.jsonl.gz")
 SECRET = "e2e-benchmark-link-key"  # DIGEST_SECRET: the link-signing key, as production sets it
@@ -72,48 +72,6 @@ class Product:
             return subprocess.run([*digest, *args, "--help"], capture_output=True, text=True).stdout
 
         return cls(workers="--workers" in help_of("send"), import_csv="import" in help_of("subscribers"))
-
-
-@dataclass(frozen=True)
-class Variant:
-    store: str  # "sqlite" or "postgresql"
-    dkim: bool
-    workers: int
-
-    @property
-    def key(self) -> str:
-        return f"{self.store}_dkim_{'on' if self.dkim else 'off'}_w{self.workers}"
-
-
-@dataclass(frozen=True)
-class Result:
-    """One timed `digest send`."""
-
-    subscribers: int
-    variant: Variant
-    run: infra.Measured
-    sent: int
-    skipped: int
-    failed: int
-    received: int  # messages the sink counted
-    store_bytes: int
-    server_cpu: float = 0.0  # seconds of the database server's CPU (PostgreSQL) during the run
-
-    @property
-    def ok(self) -> bool:
-        return self.run.code == 0 and self.received == self.sent and self.sent > 0
-
-    @property
-    def rate(self) -> float:
-        return self.sent / self.run.wall
-
-    @property
-    def cpu_ms(self) -> float:
-        return self.run.cpu * 1000 / max(self.sent, 1)
-
-    @property
-    def server_cpu_ms(self) -> float:
-        return self.server_cpu * 1000 / max(self.sent, 1)
 
 
 def parse_summary(stdout: str) -> tuple[int, int, int]:
@@ -278,58 +236,6 @@ def help_seconds(digest: list[str], runs: int) -> float:
     return statistics.median(times)
 
 
-def extrapolate(points: list[tuple[int, float]], target: int = MILLION) -> tuple[float, str]:
-    """A figure at `target` subscribers from the slope between the two largest measured sizes."""
-    points = sorted(points)
-    if points[-1][0] == target:
-        return points[-1][1], "measured"
-    if len(points) == 1:
-        n, value = points[0]
-        return value * target / n, f"proportional to {n:,}: fixed costs scaled too"
-    (n1, v1), (n2, v2) = points[-2:]
-    return v2 + (v2 - v1) / (n2 - n1) * (target - n2), f"slope {n1:,}→{n2:,}"
-
-
-# -- report ---------------------------------------------------------------------------------------------------
-
-
-def mib(n: float) -> float:
-    return n / 2**20
-
-
-def print_results(results: list[Result]) -> None:
-    print("\n| N | store | DKIM | workers | sent | skipped | wall s | digests/s | CPU ms/digest | DB server CPU "
-          "ms/digest | peak RSS MiB | store MiB | sink | load |")
-    print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
-    for r in results:
-        v = r.variant
-        check = "ok" if r.ok else f"MISMATCH: {r.received} received, exit {r.run.code}"
-        print(f"| {r.subscribers:,} | {v.store} | {'on' if v.dkim else 'off'} | {v.workers} | {r.sent:,} | "
-              f"{r.skipped:,} | {r.run.wall:.1f} | {r.rate:.1f} | {r.cpu_ms:.2f} | "
-              f"{r.server_cpu_ms:.2f} | {r.run.peak_rss_mib:.0f} | "
-              f"{mib(r.store_bytes):.1f} | {check} | {r.run.load:.1f} |")
-
-
-def print_stages(seconds: dict[str, float], sent: int, unprofiled_ms: float | None) -> list[str]:
-    """The stage table; returns its `name: value` lines."""
-    total = sum(seconds.values())
-    lines = []
-    print("\n| stage | profiled CPU ms/digest | share | ≈ unprofiled ms/digest |")
-    print("|---|---:|---:|---:|")
-    for stage, secs in sorted(seconds.items(), key=lambda kv: -kv[1]):
-        share = secs / total
-        scaled = f"{share * unprofiled_ms:.3f}" if unprofiled_ms else "-"
-        print(f"| {stage} | {secs * 1000 / sent:.3f} | {share:.1%} | {scaled} |")
-        lines.append(f"stage_{re.sub(r'[^a-z]+', '_', stage.lower()).strip('_')}_share: {share:.3f}")
-    return lines
-
-
-def print_hottest(profile: Path, sent: int) -> None:
-    print("\nhottest functions (self CPU under the profiler):")
-    for name, secs, calls in stages.hottest(profile, ROOT):
-        print(f"  {secs * 1000 / sent:7.3f} ms/digest  {calls / sent:8.1f} calls/digest  {name}")
-
-
 # -- the run --------------------------------------------------------------------------------------------------
 
 
@@ -355,6 +261,7 @@ def parse_args() -> argparse.Namespace:
     if args.million and MILLION not in args.subscribers:
         args.subscribers.append(MILLION)
     args.subscribers.sort()
+    args.out = args.out.resolve()  # the settings files name paths, which must not depend on where they are
     return args
 
 
@@ -429,76 +336,19 @@ def main() -> None:
     finally:
         if bench.postgres:
             bench.postgres.stop()
-    report(args, results, idle, profiled, (compose_ms, workload_ms), help_median, notes)
+    report(results, idle, Baselines(compose_ms, workload_ms, help_median), profiled, notes, ROOT)
 
 
-def profile_run(bench: Bench, args: argparse.Namespace) -> tuple[Path, infra.Measured, int]:
+def profile_run(bench: Bench, args: argparse.Namespace) -> Profiled:
+    """The stage breakdown's run, at the smallest size."""
     n = args.subscribers[0]
-    site = site_for(bench, args, n)
-    stats, run = bench.profile(site)
+    stats, run = bench.profile(site_for(bench, args, n))
     sent, _, _ = parse_summary(run.stdout)
     print(f"  profiled {n:,}: {sent:,} sent, {run.cpu * 1000 / max(sent, 1):.2f} CPU ms/digest under the profiler",
           flush=True)
-    return stats, run, sent
+    return Profiled(stats, sent, n)
 
 
-def report(args: argparse.Namespace, results: list[Result], idle: list[Result],
-           profiled: tuple[Path, infra.Measured, int] | None, compose: tuple[float, float], help_median: float,
-           notes: list[str]) -> None:
-    print_results(results)
-    lines = figures(results, idle, compose, help_median)
-    if profiled and profiled[2]:
-        stats, _run, sent = profiled
-        same = [r for r in results if r.subscribers == args.subscribers[0] and r.variant == Variant("sqlite", True, 1)]
-        lines += print_stages(stages.by_stage(stats, ROOT), sent, same[0].cpu_ms if same else None)
-        print_hottest(stats, sent)
-    for note in notes:
-        print(f"note: {note}")
-    print()
-    print("\n".join(lines))
-
-
-def figures(results: list[Result], idle: list[Result], compose: tuple[float, float], help_median: float) -> list[str]:
-    """The `name: value` lines, with the 1,000,000 extrapolations and the ratios the targets name."""
-    lines = []
-    for r in results:
-        k = f"e2e_{r.subscribers}_{r.variant.key}"
-        lines += [f"{k}_digests_per_second: {r.rate:.1f}", f"{k}_cpu_ms_per_digest: {r.cpu_ms:.3f}",
-                  f"{k}_db_server_cpu_ms_per_digest: {r.server_cpu_ms:.3f}",
-                  f"{k}_peak_rss_mib: {r.run.peak_rss_mib:.0f}", f"{k}_store_mib: {mib(r.store_bytes):.1f}",
-                  f"{k}_verified: {'yes' if r.ok else 'no'}"]
-    for variant in dict.fromkeys(r.variant for r in results):
-        mine = [r for r in results if r.variant == variant]
-        minutes, how = extrapolate([(r.subscribers, r.run.wall / 60) for r in mine])
-        sent_share = mine[-1].sent / mine[-1].subscribers
-        lines += [f"e2e_1000000_{variant.key}_minutes: {minutes:.1f} ({how})",
-                  f"e2e_1000000_{variant.key}_digests_per_second: {MILLION * sent_share / (minutes * 60):.1f}"]
-    for r in idle:
-        lines.append(f"nothing_due_{r.subscribers}_{r.variant.store}_seconds: {r.run.wall:.1f}")
-    for store in dict.fromkeys(r.variant.store for r in idle):
-        secs, how = extrapolate([(r.subscribers, r.run.wall) for r in idle if r.variant.store == store])
-        lines.append(f"nothing_due_1000000_{store}_seconds: {secs:.0f} ({how}; target < 60)")
-    lines += ratios(results, compose)
-    lines += [f"compose_cpu_ms_per_digest: {compose[0]:.3f}",
-              f"compose_same_workload_cpu_ms_per_digest: {compose[1]:.3f}",
-              f"help_seconds: {help_median:.2f} (target < 0.5)"]
-    return lines
-
-
-def ratios(results: list[Result], compose: tuple[float, float]) -> list[str]:
-    """End to end against compose (target within 2x; also against compose of the same workload) and 2 workers
-    against 1 (target ≥ 1.7)."""
-    lines = []
-    by = {(r.subscribers, r.variant): r for r in results}
-    for (n, v), r in by.items():
-        if not v.dkim and v.workers == 1:
-            lines += [f"e2e_to_compose_cpu_{n}_{v.store}: {r.cpu_ms / compose[0]:.1f} (target ≤ 2)",
-                      f"e2e_to_compose_same_workload_cpu_{n}_{v.store}: {r.cpu_ms / compose[1]:.1f}"]
-        one = by.get((n, Variant(v.store, v.dkim, 1)))
-        if v.workers == 2 and one:
-            lines.append(f"workers_2_vs_1_{n}_{v.store}_dkim_{'on' if v.dkim else 'off'}: "
-                         f"{r.rate / one.rate:.2f} (target ≥ 1.7)")
-    return lines
 
 
 if __name__ == "__main__":

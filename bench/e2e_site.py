@@ -174,7 +174,9 @@ def load_site(digest: Sequence[str], config: Path, site: Site) -> None:
              ["subscribers", "import", str(site.subscribers_csv)] if site.spec.form == "csv" else
              ["subscribers", "list"]]
     for step in steps:
-        subprocess.run([*base, *step], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        done = subprocess.run([*base, *step], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if done.returncode:
+            raise RuntimeError(f"digest {' '.join(step)} failed (exit {done.returncode}): {done.stderr.strip()}")
 
 
 def build(spec: SiteSpec, root: Path, sample: Path, digest: Sequence[str]) -> Site:
