@@ -1,6 +1,6 @@
 """Deliver composed digests to a local SMTP sink: one reused connection against a new one per message.
 
-    .venv/bin/python bench/deliver.py [--messages 5000] [--baseline 5000] [--smtp-sink PATH]
+    .venv/bin/python bench/deliver.py [--messages 5000] [--baseline 5000] [--smtp-sink PATH] [--dkim-only]
 
 The messages (generated profiles over the seed papers, as in bench/render.py) are composed before
 any clock starts; what is timed is `SmtpTransport.send` for each, the real transport, against:
@@ -9,9 +9,11 @@ any clock starts; what is timed is `SmtpTransport.send` for each, the real trans
   smtp-sink      — Postfix's C sink, where installed (`smtp-sink` on PATH, or --smtp-sink).
 Each runs twice: `reuse` (one connection, as `digest send` does) and `per_message` (the baseline,
 `messages_per_connection = 1`: a new connection, and TLS handshake, for every message). With TLS
-a third run turns TCP_NODELAY off, to show the stall it prevents. Also measured: the DKIM signature
-and the two send-log commits each digest costs. The last lines are `name: value` figures for plain
-aiosmtpd; `speedup` is reuse / per_message in messages per second.
+a third run turns TCP_NODELAY off, to show the stall it prevents. Also measured: the two send-log
+commits each digest costs, and the CPU time of a DKIM signature for each signer (dkimpy as before,
+OpenSSL rsa-sha256 as `digest` signs now, Ed25519 alone, RSA with Ed25519 beside it; `--dkim-only`
+measures just these), with each one's speedup over dkimpy in the same run. The last lines are
+`name: value` figures for plain aiosmtpd; `speedup` is reuse / per_message in messages per second.
 """
 
 from __future__ import annotations
@@ -33,8 +35,9 @@ sys.path.insert(0, str(ROOT))
 
 from digest import smtp  # noqa: E402
 from digest.config import build_config  # noqa: E402
+from digest.dkim_keys import load_signing_key  # noqa: E402
 from digest.pipeline import App  # noqa: E402
-from digest.signing import DkimSigner  # noqa: E402
+from digest.signing import SIGNED_HEADERS, DkimSigner, Signature  # noqa: E402
 from digest.smtp import SmtpSettings, SmtpTransport  # noqa: E402
 from digest.store import Store  # noqa: E402
 
@@ -135,19 +138,51 @@ def without_nodelay(settings: SmtpSettings, messages: Messages) -> float:
         smtp._nodelay = keep
 
 
-def dkim_ms(messages: Messages) -> float:
-    """Milliseconds to DKIM-sign one message with a 2048-bit key (dkimpy)."""
-    from cryptography.hazmat.primitives.asymmetric import rsa
+def dkim_ms(messages: Messages, rounds: int = 3) -> dict[str, float]:
+    """CPU milliseconds to DKIM-sign one message, per signer, measured in alternating rounds.
+
+    dkimpy as `digest` signed before (`dkim.sign`, RSA on Python integers), the OpenSSL rsa-sha256
+    signer, Ed25519 alone, and RSA with Ed25519 beside it; keys made for the run (RSA-2048).
+    """
+    import dkim
+    from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
     from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
     pem = rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
-        Encoding.PEM, PrivateFormat.TraditionalOpenSSL, NoEncryption())
-    signer = DkimSigner("mail", "example.org", pem)
-    sample = messages[:200]
-    start = time.process_time()
-    for _, data in sample:
-        signer(data)
-    return (time.process_time() - start) * 1000 / len(sample)
+        Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
+    ed_pem = ed25519.Ed25519PrivateKey.generate().private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
+    rsa_sig = Signature("mail", "example.org", load_signing_key(pem, "rsa-sha256", "bench key"))
+    ed_sig = Signature("ed", "example.org", load_signing_key(ed_pem, "ed25519-sha256", "bench key"))
+    headers = [h.encode() for h in SIGNED_HEADERS]
+
+    def dkimpy(data: bytes) -> bytes:
+        return dkim.sign(data, b"mail", b"example.org", pem, canonicalize=(b"relaxed", b"relaxed"),
+                         include_headers=headers, linesep=b"\r\n") + data
+
+    signers = {"dkimpy": dkimpy, "openssl_rsa": DkimSigner([rsa_sig]), "ed25519": DkimSigner([ed_sig]),
+               "rsa_and_ed25519": DkimSigner([rsa_sig, ed_sig])}
+    sample = [data for _, data in messages[:200]]
+    spent = dict.fromkeys(signers, 0.0)
+    for _ in range(rounds):
+        for name, sign in signers.items():
+            start = time.process_time()
+            for data in sample:
+                sign(data)
+            spent[name] += time.process_time() - start
+    return {name: seconds * 1000 / (len(sample) * rounds) for name, seconds in spent.items()}
+
+
+def report_dkim(ms: dict[str, float]) -> None:
+    base = ms["dkimpy"]
+    print(f"dkim: dkimpy rsa-sha256 {base:.3f} ms/msg; OpenSSL rsa-sha256 {ms['openssl_rsa']:.3f} ms "
+          f"({base / ms['openssl_rsa']:.1f}x); ed25519-sha256 {ms['ed25519']:.3f} ms ({base / ms['ed25519']:.1f}x); "
+          f"rsa-sha256 + ed25519-sha256 {ms['rsa_and_ed25519']:.3f} ms ({base / ms['rsa_and_ed25519']:.1f}x)")
+    print(f"dkim_sign_ms_per_message: {ms['openssl_rsa']:.3f}")
+    print(f"dkim_dkimpy_ms_per_message: {base:.3f}")
+    print(f"dkim_ed25519_ms_per_message: {ms['ed25519']:.3f}")
+    print(f"dkim_rsa_and_ed25519_ms_per_message: {ms['rsa_and_ed25519']:.3f}")
+    print(f"dkim_speedup_openssl_rsa: {base / ms['openssl_rsa']:.1f}")
+    print(f"dkim_speedup_ed25519: {base / ms['ed25519']:.1f}")
 
 
 def send_log_ms(folder: Path, count: int = 500) -> float:
@@ -185,6 +220,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="alternations of reuse and baseline")
     parser.add_argument("--nagle", type=int, default=200, help="messages for the TCP_NODELAY-off run")
     parser.add_argument("--smtp-sink", help="Postfix's smtp-sink (default: from PATH or /usr/sbin)")
+    parser.add_argument("--dkim-only", action="store_true", help="measure only the DKIM signers")
     args = parser.parse_args()
     baseline = min(args.baseline, args.messages)
     with tempfile.TemporaryDirectory() as tmp:
@@ -195,6 +231,9 @@ def main() -> None:
         app.close()
         size = sum(len(d) for _, d in messages) / len(messages) / 1024
         print(f"{len(messages)} digests, {size:.1f} KiB each; sinks in their own processes on 127.0.0.1")
+        if args.dkim_only:
+            report_dkim(dkim_ms(messages))
+            return
         sink = [sys.executable, str(ROOT / "bench" / "sink.py")]
         port = free_port()
         with running([*sink, str(port)], port):
@@ -213,7 +252,7 @@ def main() -> None:
                 compare("smtp-sink", SmtpSettings("127.0.0.1", port, "none"), messages, baseline, args.rounds)
         else:
             print("smtp-sink: not installed (Postfix); skipped")
-        print(f"dkim_sign_ms_per_message: {dkim_ms(messages):.3f}")
+        report_dkim(dkim_ms(messages))
         print(f"send_log_ms_per_digest: {send_log_ms(folder):.2f}")
     print(f"reuse_messages_per_second: {plain['reuse']:.1f}")
     print(f"per_message_messages_per_second: {plain['per_message']:.1f}")

@@ -10,7 +10,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,8 @@ def _parser() -> argparse.ArgumentParser:
     send.add_argument("--date", type=_date, default=None, help="digest date (default: today)")
     send.add_argument("--dry-run", action="store_true", help="compose everything, send nothing")
     send.add_argument("--subscriber", metavar="EMAIL", help="only this subscriber")
+    send.add_argument("--workers", type=_positive, default=None,
+                      help="deliver with N processes (default: delivery.workers)")
     send.add_argument("--to", metavar="ADDRESS",
                       help="send the --subscriber's digest to ADDRESS as a test (the send log is not touched)")
 
@@ -78,6 +80,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--date", type=_date, default=None,
                      help="send every digest of this date instead of those due now")
     run.add_argument("--dry-run", action="store_true", help="fetch, compose, send nothing")
+    run.add_argument("--workers", type=_positive, default=None,
+                     help="deliver with N processes (default: delivery.workers)")
+
+    worker = commands.add_parser("worker", help="deliver digests other runs have queued (another machine's share)")
+    worker.add_argument("--date", type=_date, default=None, help="only this digest date (default: the last two days)")
+    worker.add_argument("--follow", action="store_true", help="keep looking for queued digests until stopped")
+    worker.add_argument("--poll", type=_positive, default=10, help="seconds between looks with --follow")
+    worker.add_argument("--workers", type=_positive, default=None, help="processes (default: delivery.workers)")
 
     fetch = commands.add_parser("fetch", help="fetch the configured sources into the store")
     fetch.add_argument("--date", type=_date, default=None, help="the day to fetch (default: today)")
@@ -218,7 +228,7 @@ def cmd_preview(config: Config, args: argparse.Namespace) -> int:
 def cmd_send(config: Config, args: argparse.Namespace) -> int:
     if getattr(args, "to", None):
         return cmd_send_test(config, args)
-    app = App(config)
+    app = App(config, workers=args.workers)
     day = args.date or date.today()
     try:
         report = app.send(day, dry_run=args.dry_run, only=args.subscriber)
@@ -275,7 +285,7 @@ def cmd_fetch(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_run(config: Config, args: argparse.Namespace) -> int:
-    app = App(config)
+    app = App(config, workers=args.workers)
     try:
         report = jobs.run_job(app, datetime.now(UTC), args.date, dry_run=args.dry_run)
     finally:
@@ -287,6 +297,22 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
     for line in report.lines():
         print(line)
     return EXIT_FAILED if report.failed else EXIT_OK
+
+
+def cmd_worker(config: Config, args: argparse.Namespace) -> int:
+    app = App(config, workers=args.workers)
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    try:
+        reports = app.drain(day=args.date, follow=args.follow, poll=float(args.poll), should_stop=stop.is_set,
+                            wait=stop.wait)
+    finally:
+        app.close()
+    codes = [_print_send(report) for report in reports]
+    if not reports:
+        print("nothing queued")
+    return max(codes, default=EXIT_OK)
 
 
 def cmd_schedule(config: Config, args: argparse.Namespace) -> int:
@@ -361,7 +387,8 @@ def cmd_status(config: Config, args: argparse.Namespace) -> int:
                              lines=delivery_lines(roster.subscribers, day, app.store.deliveries_on(day),
                                                   app.store.suppressed()),
                              slots={Slot(c.timezone, c.send_at, c.frequency): c.subscribers
-                                    for c in app.store.slot_counts()})
+                                    for c in app.store.slot_counts()},
+                             workers=app.store.workers(now.replace(tzinfo=None) - timedelta(days=1)))
     finally:
         app.close()
     print(text)
@@ -428,7 +455,7 @@ def cmd_feedback(config: Config, args: argparse.Namespace) -> int:
 COMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
     "ingest": cmd_ingest, "subscribers": cmd_subscribers, "preview": cmd_preview,
     "send": cmd_send, "run": cmd_run, "fetch": cmd_fetch, "schedule": cmd_schedule, "status": cmd_status,
-    "serve": cmd_serve, "rank": cmd_rank, "feedback": cmd_feedback, "db": cmd_db,
+    "serve": cmd_serve, "rank": cmd_rank, "feedback": cmd_feedback, "db": cmd_db, "worker": cmd_worker,
 }
 
 

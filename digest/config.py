@@ -54,6 +54,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("delivery", "batch_size", int, 100,
             "Digests a send run or worker claims at a time (their ranking is shared; a killed worker's batch is "
             "taken over by the next run).", minimum=1),
+    Setting("delivery", "workers", int, 1,
+            "Processes a send run delivers with (`--workers` overrides it); each claims its own batches. "
+            "smtp.max_per_second and max_per_hour are shared out between them.", minimum=1),
     Setting("delivery", "lease_seconds", int, 600,
             "How long a claim on a digest holds before another worker may take it over (a worker renews it while "
             "it lives; a dead process on the same machine is taken over at once).", minimum=30),
@@ -80,10 +83,24 @@ SETTINGS: tuple[Setting, ...] = (
             "Open a new connection after this many messages (0: keep it while the server does).", minimum=0),
     Setting("dkim", "selector", str, "", "DKIM selector (`s=`); signing is on when it is set."),
     Setting("dkim", "domain", str, "", "Signing domain (`d=`); empty: the domain of `newsletter.from_address`."),
+    Setting("dkim", "algorithm", str, "rsa-sha256",
+            "Algorithm of the `dkim.selector` key: `rsa-sha256`, or `ed25519-sha256` (RFC 8463) alone, which "
+            "receivers that do not know Ed25519 treat as unsigned.",
+            choices=("rsa-sha256", "ed25519-sha256")),  # digest.dkim_keys.ALGORITHMS, without importing OpenSSL
     Setting("dkim", "key_file", str, "",
-            "PEM RSA private key file, kept outside the repository (empty: read `dkim.key_env`).", path=True),
+            "PEM private key file for `dkim.selector`, kept outside the repository (empty: read `dkim.key_env`).",
+            path=True),
     Setting("dkim", "key_env", str, "DIGEST_DKIM_KEY",
             "Environment variable holding the PEM private key, used when `dkim.key_file` is empty."),
+    Setting("dkim", "ed25519_selector", str, "",
+            "Selector of a second, Ed25519 signature added beside the RSA one (RFC 8463 dual signing; "
+            "empty: none)."),
+    Setting("dkim", "ed25519_key_file", str, "",
+            "PEM Ed25519 private key file for `dkim.ed25519_selector` (empty: read `dkim.ed25519_key_env`).",
+            path=True),
+    Setting("dkim", "ed25519_key_env", str, "DIGEST_DKIM_ED25519_KEY",
+            "Environment variable holding the PEM Ed25519 private key, used when `dkim.ed25519_key_file` is "
+            "empty."),
     Setting("render", "templates", str, "",
             "Folder of template overrides, searched before the built-in templates (empty: none).", path=True),
     Setting("newsletter", "name", str, "Paper Digest", "Newsletter name: sender name, header and footer."),

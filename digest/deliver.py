@@ -37,6 +37,9 @@ class Transport(Protocol):
 
     def send(self, data: bytes, recipient: str, day: date) -> None: ...
 
+    def share(self, workers: int) -> None:
+        """This process is one of `workers` sending at once: take its share of any rate limit."""
+
     def close(self) -> None: ...
 
 
@@ -58,6 +61,9 @@ class OutboxTransport:
             write_atomic(target, data)
         except OSError as exc:
             raise DeliveryError(f"cannot write {target}: {exc.strerror or exc}") from exc
+
+    def share(self, workers: int) -> None:
+        pass
 
     def close(self) -> None:
         pass

@@ -13,6 +13,7 @@ from datetime import date, time, timedelta
 from email.message import EmailMessage
 from functools import cached_property
 from itertools import islice
+from time import sleep as time_sleep
 from pathlib import Path
 
 from . import catalogue, sources
@@ -31,6 +32,7 @@ from .signing import DkimSigner
 from .store import Queue, Store
 from .subscribers import Roster, is_delivery_day, is_email, parse_profile
 from .tokens import Signer
+from .workers import Died, in_processes
 
 log = logging.getLogger("digest")
 SELECT_KEYS = [f.name for f in fields(SelectSettings)]
@@ -58,8 +60,9 @@ class IngestReport:
 class App:
     """Everything one command needs, opened from the settings."""
 
-    def __init__(self, config: Config, *, transport: Transport | None = None) -> None:
+    def __init__(self, config: Config, *, transport: Transport | None = None, workers: int | None = None) -> None:
         self.config = config
+        self.workers = workers or config.delivery.workers
         self.store = Store(config.store.url)
         overrides = [config.render.templates] if config.render.templates else []
         self.renderer = Renderer(overrides)
@@ -366,9 +369,54 @@ class App:
     def _work(self, pool: Pool, day: date, queue: Queue, report: SendReport, should_stop: Callable[[], bool],
               command: str, only: str | None = None) -> SendReport:
         queue_outcomes(queue, report)
-        self.sender(pool, day, command).work(day, report, only=only, should_stop=should_stop, total=queue.queued)
+        self._deliver(pool, day, report, should_stop, command, only, queue.queued)
         report.others = max(0, queue.queued + queue.held - report.claimed)
         return report
+
+    def _deliver(self, pool: Pool, day: date, report: SendReport, should_stop: Callable[[], bool], command: str,
+                 only: str | None = None, total: int | None = None) -> None:
+        """Claim and deliver the queued digests of `day`, in `delivery.workers` processes."""
+        workers = max(1, min(self.workers, total if total is not None else self.workers))
+
+        def job(stop: Callable[[], bool]) -> SendReport:
+            mine = SendReport(day)
+            if workers > 1:
+                self.transport.share(workers)  # the rate limits are for the run, not for each process
+            return self.sender(pool, day, command).work(day, mine, only=only, should_stop=stop,
+                                                        total=total if workers == 1 else None)
+
+        results = in_processes(workers, job, should_stop=should_stop, before_fork=self.store.engine.dispose)
+        if any(isinstance(r, Died) for r in results) and not should_stop():
+            results.append(job(should_stop))  # take over what a dead worker held (its claims are free at once)
+        for result in results:
+            if isinstance(result, Died):
+                report.add(Outcome("(worker)", "failed", str(result)))
+            else:
+                report.merge(result)
+
+    def drain(self, *, day: date | None = None, follow: bool = False, poll: float = 10.0,
+              should_stop: Callable[[], bool] = lambda: False, wait: Callable[[float], bool] | None = None,
+              ) -> list[SendReport]:
+        """`digest worker`: deliver whatever is queued (of `day`, else of the last two days) until none is left.
+
+        With `follow`, look again every `poll` seconds until told to stop (a worker on another machine).
+        """
+        reports, pools = [], {}
+        sleep = wait or (lambda seconds: time_sleep(seconds) or False)
+        while not should_stop():
+            recent = date.today() - timedelta(days=2)
+            days = [day] if day else [d for d in self.store.queued_dates() if d >= recent]
+            for current in days:
+                if current not in pools:
+                    pools[current] = self.pool(current)
+                report = SendReport(current)
+                with self.renderer.pinned():
+                    self._deliver(pools[current], current, report, should_stop, "worker")
+                if report.claimed or report.outcomes:
+                    reports.append(report)
+            if not follow or sleep(poll):
+                break
+        return reports
 
     def subscriber(self, email: str) -> Subscriber:
         """One subscriber by address (profile files synced first); UsageError naming the folder if unknown."""

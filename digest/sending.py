@@ -80,6 +80,7 @@ class SendReport:
         self.counts.update(other.counts)
         self.retried += other.retried
         self.suppressed += other.suppressed
+        self.claimed += other.claimed
         self.not_attempted = max(self.not_attempted, other.not_attempted)
         self.halted = self.halted or other.halted
 

@@ -89,6 +89,11 @@ class Pacer:
         self.last: float | None = None
         self.hour: deque[float] = deque()
 
+    def share(self, workers: int) -> None:
+        """One of `workers` pacers under the same limits: space messages `workers` times further apart."""
+        self.interval *= workers
+        self.per_hour = -(-self.per_hour // workers) if self.per_hour else 0
+
     def wait(self) -> None:
         """Block until one more message may start."""
         now = self.clock()
@@ -162,6 +167,9 @@ class SmtpTransport:
     @cached_property
     def _helo_name(self) -> str:
         return socket.getfqdn()  # once, rather than smtplib's lookup per connection
+
+    def share(self, workers: int) -> None:
+        self.pacer.share(workers)
 
     def send(self, data: bytes, recipient: str, day: date) -> None:
         """One SMTP transaction for one recipient; raises a DeliveryError subclass when not accepted."""

@@ -6,11 +6,16 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
+from typing import Any
 
+from .claims import Owner
 from .models import Subscriber
 from .schedule import Slot, next_sends
 from .store import DeliveryRecord, FetchRecord, RunRecord
 from .subscribers import is_delivery_day
+
+
+STALE_WORKER_SECONDS = 120  # a worker reports after every batch; silent for longer, it probably died
 
 
 @dataclass(frozen=True)
@@ -42,10 +47,14 @@ def delivery_lines(subscribers: Sequence[Subscriber], day: date, records: Sequen
 
 
 def render_status(*, now: datetime, day: date, runs: Sequence[RunRecord], fetches: Sequence[FetchRecord],
-                  lines: Sequence[DeliveryLine], slots: Mapping[Slot, int]) -> str:
+                  lines: Sequence[DeliveryLine], slots: Mapping[Slot, int],
+                  workers: Sequence[Mapping[str, Any]] = ()) -> str:
     """The whole report as text, section by section."""
     out = ["Recent runs:"]
     out += [_run(r) for r in runs] or ["  (none yet)"]
+    if workers:
+        out += ["", "Send workers (last 24 hours):"]
+        out += [_worker(w, now) for w in workers]
     out += ["", "Sources (last fetch):"]
     out += [_fetch(f) for f in fetches] or ["  (none fetched yet)"]
     counts = Counter(line.state for line in lines)
@@ -63,6 +72,20 @@ def _run(run: RunRecord) -> str:
     end = f"{run.finished_at:%H:%M:%S}" if run.finished_at else "…"
     started = f"{run.started_at:%Y-%m-%d %H:%M:%S}"
     return f"  #{run.id:<4} {run.command:<9} {started} → {end} UTC  {run.status:<8} {run.summary}"
+
+
+def _worker(row: Mapping[str, Any], now: datetime) -> str:
+    """One send run or worker process: where, what date, how far, and whether it is still heard from."""
+    heard = (now.replace(tzinfo=None) - row["heartbeat_at"]).total_seconds()
+    state = "finished" if row["finished_at"] else ("running" if heard < STALE_WORKER_SECONDS else
+                                                   f"silent for {heard:.0f} s (stopped?)")
+    return (f"  {row['command']:<9} {_owner(row['owner']):<28} {row['digest_date']}  claimed {row['claimed']}, "
+            f"sent {row['sent']}, failed {row['failed']}, deferred {row['deferred']}, skipped {row['skipped']}  {state}")
+
+
+def _owner(text: str) -> str:
+    owner = Owner.parse(text)
+    return str(owner) if owner else text
 
 
 def _fetch(record: FetchRecord) -> str:

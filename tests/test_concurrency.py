@@ -99,3 +99,43 @@ def test_killed_workers_lose_nothing_and_repeat_at_most_their_message_in_flight(
     assert len(ids) == SUBSCRIBERS  # nothing lost
     twice = {r: i for r, i in ids.items() if len(i) > 1}
     assert len(twice) <= 2 and all(len(i) == 2 and i[0] == i[1] for i in twice.values())
+
+
+def test_workers_share_a_send_and_a_killed_one_is_taken_over(site):
+    """`digest send --workers 3` delivers everything once; when one worker process is SIGKILLed its batch is
+    taken over by the run, which reports the dead worker and exits 1."""
+    server = Recorder()
+    with smtp_server(server) as port:
+        write_config(site, port)
+        run = digest(site, "send", "--date", DATE, "--workers", "3")
+        deadline = time.monotonic() + 120
+        while len(server.messages) < SUBSCRIBERS // 4 and time.monotonic() < deadline:
+            time.sleep(0.002)
+        children = [int(p) for p in Path(f"/proc/{run.pid}/task/{run.pid}/children").read_text().split()]
+        assert len(children) == 2
+        os.kill(children[0], signal.SIGKILL)
+        code, out, err = finish(run)
+    assert code == 1 and "a worker process was killed by signal SIGKILL" in err and "Traceback" not in err, err
+    ids = by_recipient(server)
+    assert len(ids) == SUBSCRIBERS
+    twice = {r: i for r, i in ids.items() if len(i) > 1}
+    assert len(twice) <= 1 and all(i[0] == i[1] for i in twice.values())
+
+
+def test_a_worker_on_another_machine_takes_its_share(site):
+    """`digest worker --follow` (as on a second machine) delivers part of what `digest send` queued; none twice."""
+    server = Recorder()
+    with smtp_server(server) as port:
+        write_config(site, port)
+        helper = digest(site, "worker", "--date", DATE, "--follow", "--poll", "1")
+        time.sleep(2)  # it is up and looking before anything is queued
+        code, out, err = finish(digest(site, "send", "--date", DATE))
+        helper.send_signal(signal.SIGTERM)
+        helper_code, helper_out, helper_err = finish(helper)
+    assert code == 0 and helper_code == 0, err + helper_err
+    ids = by_recipient(server)
+    assert len(ids) == SUBSCRIBERS and len(server.messages) == SUBSCRIBERS
+    by_worker = int(helper_out.strip().splitlines()[-1].split("sent ")[1].split(",")[0])
+    by_send = int(out.strip().splitlines()[-1].split("sent ")[1].split(",")[0])
+    assert by_worker > 0 and by_send > 0 and by_worker + by_send == SUBSCRIBERS
+    assert f"{by_worker} taken by other workers" in out

@@ -59,7 +59,7 @@ def test_explicit_missing_file_is_an_error(tmp_path, monkeypatch):
 def test_readme_lists_every_setting():
     """The README's settings table has exactly one row per declared setting, with its default."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    rows = dict(re.findall(r"^\| `([a-z_]+\.[a-z_]+)` \| (.*?) \|", readme, flags=re.M))
+    rows = dict(re.findall(r"^\| `([a-z_]+\.[a-z0-9_]+)` \| (.*?) \|", readme, flags=re.M))
     assert set(rows) == {s.name for s in SETTINGS}
     for setting in SETTINGS:
         default = setting.default
