@@ -44,6 +44,7 @@ STAGES: tuple[tuple[str, str], ...] = (
     ("templates/", "render"),  # the compiled Jinja templates' code
     ("digest/mail.py", "MIME"),
     ("digest/signing.py", "DKIM"),
+    ("digest/dkim_keys.py", "DKIM"),
     ("digest/smtp.py", "transport"),
     ("digest/deliver.py:deliver_one", "transport"),
     ("digest/claims.py", "send log/claims"),
