@@ -25,6 +25,7 @@ measured (--million). The last lines are `name: value` figures.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import itertools
 import os
@@ -35,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -95,6 +97,16 @@ def write_config(path: Path, *, url: str, site: sites.Site, port: int, dkim: boo
 
 
 @dataclass
+class Delivery:
+    """One run's folder, store and settings, and what its sink received."""
+
+    folder: Path
+    url: str
+    config: Path
+    received: int = 0
+
+
+@dataclass
 class Bench:
     """Everything the runs share: where they write, the program, the sink, the DKIM key, the database server."""
 
@@ -145,41 +157,39 @@ class Bench:
         folder.mkdir(parents=True)
         return folder
 
+    @contextlib.contextmanager
+    def delivering(self, site: sites.Site, name: str, store: str, dkim: bool) -> Iterator[Delivery]:
+        """A fresh store and a sink for one run, with its settings file; the sink's count once the block ends."""
+        folder = self.run_folder(site, name)
+        url = self.fresh_store(site, store, folder)
+        sink = infra.Sink(self.sink, folder / "sink").start()
+        run = Delivery(folder, url, write_config(folder / "digest.toml", url=url, site=site, port=sink.port, dkim=dkim))
+        try:
+            yield run
+        finally:
+            run.received = sink.stop()
+
     def send(self, site: sites.Site, variant: Variant, *, then_idle: bool = False) -> tuple[Result, Result | None]:
         """One timed `digest send` on a fresh store; with `then_idle`, `digest run --date D` after it (nothing due)."""
-        folder = self.run_folder(site, variant.key)
-        url = self.fresh_store(site, variant.store, folder)
-        sink = infra.Sink(self.sink, folder / "sink").start()
-        try:
-            config = write_config(folder / "digest.toml", url=url, site=site, port=sink.port, dkim=variant.dkim)
+        env, idle = self.env(variant.dkim), None
+        with self.delivering(site, variant.key, variant.store, variant.dkim) as run:
             server = self.server_cpu(variant.store)
-            run = infra.measure([*self.digest, *self.send_args(config, variant.workers)], self.env(variant.dkim),
-                                folder / "send")
+            sent = infra.measure([*self.digest, *self.send_args(run.config, variant.workers)], env, run.folder / "send")
             server = self.server_cpu(variant.store) - server
-            idle = None
             if then_idle:
-                idle = infra.measure([*self.digest, "--config", str(config), "run", "--date", self.day.isoformat()],
-                                     self.env(variant.dkim), folder / "run-nothing-due")
-        finally:
-            received = sink.stop()
-        size = self.store_bytes(url)
-        result = Result(site.spec.subscribers, variant, run, *parse_summary(run.stdout), received, size, server)
-        return result, (Result(site.spec.subscribers, variant, idle, *parse_summary(idle.stdout), 0, size)
-                        if idle else None)
+                idle = infra.measure([*self.digest, "--config", str(run.config), "run", "--date", self.day.isoformat()],
+                                     env, run.folder / "run-nothing-due")
+        size, n = self.store_bytes(run.url), site.spec.subscribers
+        result = Result(n, variant, sent, *parse_summary(sent.stdout), run.received, size, server)
+        return result, Result(n, variant, idle, *parse_summary(idle.stdout), 0, size) if idle else None
 
     def profile(self, site: sites.Site) -> tuple[Path, infra.Measured]:
         """`digest send` once more under cProfile (SQLite, DKIM on, one worker): the stage breakdown."""
-        folder = self.run_folder(site, "profile")
-        url = self.fresh_store(site, "sqlite", folder)
-        sink = infra.Sink(self.sink, folder / "sink").start()
-        try:
-            config = write_config(folder / "digest.toml", url=url, site=site, port=sink.port, dkim=True)
-            stats = folder / "send.pstats"
-            run = infra.measure(stages.profile_command(stats, self.send_args(config, 1)), self.env(True),
-                                folder / "send")
-        finally:
-            sink.stop()
-        return stats, run
+        with self.delivering(site, "profile", "sqlite", True) as run:
+            stats = run.folder / "send.pstats"
+            measured = infra.measure(stages.profile_command(stats, self.send_args(run.config, 1)), self.env(True),
+                                     run.folder / "send")
+        return stats, measured
 
 
 # -- baselines ----------------------------------------------------------------------------------------------
