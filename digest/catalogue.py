@@ -22,6 +22,7 @@ from .models import Subscriber
 from .store import FileState, Store
 from .subscribers import Problem, Roster, parse_profile, validate
 
+Imported = tuple[Subscriber, str, int]  # a subscriber, and the file and line it came from
 CSV_FIELDS = ("email", "name", "timezone", "send_at", "frequency", "max_papers", "exclude",
               "interest", "keywords", "description", "seed_papers", "weight")
 LIST_SEPARATOR = ";"  # within a cell: keywords, seed papers, exclusions
@@ -132,7 +133,7 @@ def roster(store: Store, problems: Iterable[Problem] = ()) -> Roster:
 
 
 def import_path(store: Store, path: Path) -> ImportReport:
-    """Import a CSV list or a folder of TOML profiles into the store (replacing imported subscribers of the same address)."""
+    """Import a CSV list or a folder of TOML profiles into the store (an imported address again is replaced)."""
     report = ImportReport()
     if path.is_dir():
         profiles = (_profile(p, report) for p in sorted(path.glob("*.toml")))
@@ -141,7 +142,7 @@ def import_path(store: Store, path: Path) -> ImportReport:
     else:
         report.problems.append(Problem(str(path), 0, "no such file or folder"))
         return report
-    batch: list[tuple[Subscriber, str, int]] = []
+    batch: list[Imported] = []
     for item in profiles:
         if item is not None:
             batch.append(item)
@@ -152,13 +153,13 @@ def import_path(store: Store, path: Path) -> ImportReport:
     return report
 
 
-def _profile(path: Path, report: ImportReport) -> tuple[Subscriber, str, int] | None:
+def _profile(path: Path, report: ImportReport) -> Imported | None:
     subscriber, problems = parse_profile(path)
     report.problems += problems
     return (subscriber, str(path), 1) if subscriber else None
 
 
-def _store(store: Store, batch: list[tuple[Subscriber, str, int]], report: ImportReport) -> None:
+def _store(store: Store, batch: list[Imported], report: ImportReport) -> None:
     owners = store.owners([s.email.lower() for s, _, _ in batch])
     keep = []
     for subscriber, where, line in batch:
@@ -185,7 +186,7 @@ def _number(text: str) -> Any:
     return text
 
 
-def _read_csv(path: Path, report: ImportReport) -> Iterator[tuple[Subscriber, str, int] | None]:
+def _read_csv(path: Path, report: ImportReport) -> Iterator[Imported | None]:
     """Subscribers from a CSV file, one row per interest; the rows of one subscriber must be together."""
     try:
         handle = path.open(encoding="utf-8", newline="")
@@ -205,7 +206,7 @@ def _read_csv(path: Path, report: ImportReport) -> Iterator[tuple[Subscriber, st
             report.problems.append(Problem(str(path), reader.line_num, f"cannot read the CSV: {exc}"))
 
 
-def _groups(path: Path, reader: csv.DictReader[str], report: ImportReport) -> Iterator[tuple[Subscriber, str, int] | None]:
+def _groups(path: Path, reader: csv.DictReader[str], report: ImportReport) -> Iterator[Imported | None]:
     seen: set[str] = set()
     rows: list[tuple[int, dict[str, str]]] = []
     for row in reader:
@@ -219,7 +220,7 @@ def _groups(path: Path, reader: csv.DictReader[str], report: ImportReport) -> It
 
 
 def _subscriber(path: Path, rows: list[tuple[int, dict[str, str]]], report: ImportReport,
-                seen: set[str]) -> tuple[Subscriber, str, int] | None:
+                seen: set[str]) -> Imported | None:
     """One subscriber's rows as a profile table, validated with each problem on its row's line."""
     first_line, first = rows[0]
     email = (first.get("email") or "").strip()

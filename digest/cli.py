@@ -12,19 +12,16 @@ import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import jobs
 from .config import Config, load_config
 from .errors import DigestError, StoreError, UsageError
-from .filters import paper_url
 from .logs import setup_logging
-from .pipeline import App, IngestReport
-from .select import Ranked
-from .sending import NOT_ATTEMPTED, SendReport
-from .schedule import Slot
-from .status import delivery_lines, render_status
-from .subscribers import load_subscribers
+
+if TYPE_CHECKING:  # the commands import what they use when they run, so `digest --help` loads none of it
+    from .pipeline import App
+    from .select import Ranked
+    from .sending import SendReport
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -124,6 +121,12 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _app(config: Config, **options: Any) -> App:
+    from .pipeline import App
+
+    return App(config, **options)
+
+
 def _positive(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number above 0")
@@ -139,7 +142,7 @@ def _print_ingest(app: App, paths: Sequence[Path], day: date) -> int:
 
 
 def cmd_ingest(config: Config, args: argparse.Namespace) -> int:
-    app = App(config)
+    app = _app(config)
     try:
         return _print_ingest(app, args.paths or config.ingest.paths, args.date or date.today())
     finally:
@@ -148,12 +151,14 @@ def cmd_ingest(config: Config, args: argparse.Namespace) -> int:
 
 def cmd_subscribers(config: Config, args: argparse.Namespace) -> int:
     if args.action == "check":  # the files alone: usable where there is no database (a profiles repository's CI)
+        from .subscribers import load_subscribers
+
         roster = load_subscribers(Path(config.subscribers.dir))
         for problem in roster.problems:
             print(problem)
         print(f"{len(roster.subscribers)} valid, {len(roster.invalid_files)} invalid profiles")
         return EXIT_FAILED if roster.problems else EXIT_OK
-    app = App(config)
+    app = _app(config)
     try:
         return SUBSCRIBER_ACTIONS[args.action](app, args)
     finally:
@@ -212,7 +217,7 @@ SUBSCRIBER_ACTIONS: dict[str, Callable[[App, argparse.Namespace], int]] = {
 
 
 def cmd_preview(config: Config, args: argparse.Namespace) -> int:
-    app = App(config)
+    app = _app(config)
     try:
         results = app.preview(args.date or date.today(), args.out, only=args.subscriber)
     finally:
@@ -228,7 +233,7 @@ def cmd_preview(config: Config, args: argparse.Namespace) -> int:
 def cmd_send(config: Config, args: argparse.Namespace) -> int:
     if getattr(args, "to", None):
         return cmd_send_test(config, args)
-    app = App(config, workers=args.workers)
+    app = _app(config, workers=args.workers)
     day = args.date or date.today()
     try:
         report = app.send(day, dry_run=args.dry_run, only=args.subscriber)
@@ -241,7 +246,7 @@ def _print_send(report: SendReport) -> int:
     for outcome in report.outcomes:
         if outcome.status == "dry-run":
             print(f"would send {outcome.subscriber}: {outcome.reason}")
-        elif outcome.status in ("failed", "deferred") and not outcome.reason.startswith(NOT_ATTEMPTED):
+        elif outcome.status in ("failed", "deferred"):
             print(f"{outcome.status} {outcome.subscriber}: {outcome.reason}", file=sys.stderr)
     if report.halted:
         print(f"digest: error: {report.halted} ({report.not_attempted} more digests not attempted; "
@@ -253,7 +258,7 @@ def _print_send(report: SendReport) -> int:
 def cmd_send_test(config: Config, args: argparse.Namespace) -> int:
     if not args.subscriber or args.dry_run:
         raise UsageError("--to sends one subscriber's digest as a test: give --subscriber EMAIL, and no --dry-run")
-    app = App(config)
+    app = _app(config)
     try:
         composed, outcome = app.send_test(args.date or date.today(), args.subscriber, args.to)
     finally:
@@ -267,7 +272,10 @@ def cmd_send_test(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_fetch(config: Config, args: argparse.Namespace) -> int:
-    app = App(config)
+    from . import jobs
+    from .pipeline import IngestReport
+
+    app = _app(config)
     try:
         report = jobs.fetch_job(app, args.date or date.today())
     finally:
@@ -285,7 +293,9 @@ def cmd_fetch(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_run(config: Config, args: argparse.Namespace) -> int:
-    app = App(config, workers=args.workers)
+    from . import jobs
+
+    app = _app(config, workers=args.workers)
     try:
         report = jobs.run_job(app, datetime.now(UTC), args.date, dry_run=args.dry_run)
     finally:
@@ -300,7 +310,7 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_worker(config: Config, args: argparse.Namespace) -> int:
-    app = App(config, workers=args.workers)
+    app = _app(config, workers=args.workers)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
@@ -316,7 +326,9 @@ def cmd_worker(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_schedule(config: Config, args: argparse.Namespace) -> int:
-    app = App(config)
+    from . import jobs
+
+    app = _app(config)
     daemon = jobs.make_daemon(app)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -336,7 +348,7 @@ def cmd_schedule(config: Config, args: argparse.Namespace) -> int:
 def cmd_serve(config: Config, args: argparse.Namespace) -> int:
     from .web import serve  # Flask and waitress load only for this command
 
-    app = App(config)
+    app = _app(config)
     try:
         print(f"serving on http://{args.host}:{args.port}/ (operator pages at /admin/); Ctrl-C stops")
         serve(app, args.host, args.port, password_env=config.web.operator_password_env)
@@ -377,7 +389,10 @@ def sa_errors() -> type[Exception]:
 
 
 def cmd_status(config: Config, args: argparse.Namespace) -> int:
-    app = App(config)
+    from .schedule import Slot
+    from .status import delivery_lines, render_status
+
+    app = _app(config)
     now = datetime.now(UTC)
     day = args.date or now.date()
     try:
@@ -400,6 +415,8 @@ def cmd_status(config: Config, args: argparse.Namespace) -> int:
 
 
 def _ranked_json(r: Ranked) -> dict[str, Any]:
+    from .filters import paper_url
+
     paper = r.paper
     return {"rank": r.rank, "id": paper.arxiv_id or (f"#{paper.store_id}" if paper.store_id else paper.key),
             "store_id": paper.store_id, "title": paper.title, "url": paper_url(paper), "score": r.score,
@@ -420,7 +437,7 @@ def _ranked_text(r: Ranked) -> str:
 
 
 def cmd_rank(config: Config, args: argparse.Namespace) -> int:
-    app = App(config)
+    app = _app(config)
     day = args.date or date.today()
     try:
         subscriber = app.profile(args.subscriber, args.profile)
@@ -443,7 +460,7 @@ def cmd_rank(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_feedback(config: Config, args: argparse.Namespace) -> int:
-    app = App(config)
+    app = _app(config)
     try:
         paper = app.feedback(args.subscriber, args.paper, more=args.more)
     finally:

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+
 PROGRESS_FROM = 50  # items; shorter runs finish before a bar would help
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 

@@ -13,8 +13,8 @@ from datetime import date, time, timedelta
 from email.message import EmailMessage
 from functools import cached_property
 from itertools import islice
-from time import sleep as time_sleep
 from pathlib import Path
+from time import sleep as time_sleep
 
 from . import catalogue, sources
 from .config import Config
@@ -24,10 +24,20 @@ from .logs import progress
 from .mail import build_message, message_id
 from .models import Digest, Links, Paper, RecordError, Subscriber
 from .render import Renderer
-from .select import CorpusStats, Pool, Ranked, SelectSettings, Signals, rank, select_digest
 from .schedule import Slot
-from .sending import (KEEP_OUTCOMES, Blocked, Composed, Composer, Sender, SendPolicy, SendReport, make_transport,
-                      queue_outcomes, skip)
+from .select import CorpusStats, Pool, Ranked, SelectSettings, Signals, rank, select_digest
+from .sending import (
+    KEEP_OUTCOMES,
+    Blocked,
+    Composed,
+    Composer,
+    Sender,
+    SendPolicy,
+    SendReport,
+    make_transport,
+    queue_outcomes,
+    skip,
+)
 from .signing import DkimSigner
 from .store import Queue, Store
 from .subscribers import Roster, is_delivery_day, is_email, parse_profile
@@ -432,7 +442,7 @@ class App:
         with progress(self.store.count_subscribers(), f"sending {day}") as bar:
             while batch := list(islice(due, size)):
                 blocked = check([s.email for s in batch])
-                ready = skip(report, batch, lambda s: blocked.why(s.email))
+                ready = skip(report, batch, lambda s, blocked=blocked: blocked.why(s.email))
                 self._dry_batch(ready, compose(ready, day), report)
                 bar(len(batch))
         return report
@@ -445,7 +455,8 @@ class App:
             elif result.digest.count == 0:
                 report.add(Outcome(subscriber.email, "skipped", "nothing new above the relevance floor"))
             else:
-                report.add(Outcome(subscriber.email, "dry-run", f"{result.digest.count} papers: {result.rendered.subject}"))
+                report.add(Outcome(subscriber.email, "dry-run",
+                                   f"{result.digest.count} papers: {result.rendered.subject}"))
 
     def send_test(self, day: date, only: str, to: str) -> tuple[Composed, Outcome]:
         """Send `only`'s digest to the address `to`, marked as a test; the send log is not touched."""

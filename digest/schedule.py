@@ -142,7 +142,8 @@ class Daemon:
     """The scheduler: fetch on `fetch_cron`, send each slot on time, heartbeat the lock, reread profiles.
 
     `deliver(day, slot, should_stop)` and `fetch()` do the work; `slots()` reads the delivery
-    slots in use from the profiles. Jobs run one at a time on one worker thread. With `manual=True` there is no thread at
+    slots in use from the profiles. Jobs run one at a time on one worker thread. With `manual=True` there is no thread
+    at
     all: jobs run in the caller's thread when it calls `tick()` (tests drive it under a frozen clock).
     """
 

@@ -20,9 +20,9 @@ from typing import Protocol
 from .claims import Owner, dead
 from .config import Config
 from .deliver import OutboxTransport, Outcome, RetryPolicy, Transport, deliver_one
-from .smtp import SmtpSettings, SmtpTransport
 from .logs import progress
 from .models import Digest, Rendered, Subscriber
+from .smtp import SmtpSettings, SmtpTransport
 from .store import Claim, Queue, Store
 from .store.tables import _now
 
@@ -132,7 +132,8 @@ def make_transport(config: Config, environ: Mapping[str, str], *, test: bool = F
 class Sender:
     """Claims due digests of one date a batch at a time, composes and delivers them, marks each in the store."""
 
-    def __init__(self, store: Store, *, compose: Composer, profiles: Callable[[Sequence[str]], Mapping[str, Subscriber]],
+    def __init__(self, store: Store, *, compose: Composer,
+                 profiles: Callable[[Sequence[str]], Mapping[str, Subscriber]],
                  transport: Callable[[], Transport], wire: Callable[[EmailMessage], bytes],
                  blocked: Callable[[Sequence[str]], Blocked], policy: SendPolicy, owner: Owner | None = None,
                  command: str = "send") -> None:
@@ -198,7 +199,7 @@ class Sender:
             else:
                 ready.append((claim, subscriber))
         composed = self.compose([s for _, s in ready], day)
-        for (claim, subscriber), result in zip(ready, composed, strict=True):
+        for (claim, _), result in zip(ready, composed, strict=True):
             if should_stop() or report.halted:
                 break
             outcome = self._deliver_one(day, claim, result)
@@ -234,7 +235,8 @@ def queue_outcomes(queue: Queue, report: SendReport) -> None:
     report.counts["skipped"] += queue.unlisted
 
 
-def skip(report: SendReport, subscribers: Iterable[Subscriber], why: Callable[[Subscriber], str | None]) -> list[Subscriber]:
+def skip(report: SendReport, subscribers: Iterable[Subscriber],
+         why: Callable[[Subscriber], str | None]) -> list[Subscriber]:
     """The subscribers with no reason to be skipped; each skipped one is counted with its reason."""
     out = []
     for subscriber in subscribers:

@@ -14,7 +14,6 @@ from .schedule import Slot, next_sends
 from .store import DeliveryRecord, FetchRecord, RunRecord
 from .subscribers import is_delivery_day
 
-
 STALE_WORKER_SECONDS = 120  # a worker reports after every batch; silent for longer, it probably died
 
 
@@ -80,7 +79,8 @@ def _worker(row: Mapping[str, Any], now: datetime) -> str:
     state = "finished" if row["finished_at"] else ("running" if heard < STALE_WORKER_SECONDS else
                                                    f"silent for {heard:.0f} s (stopped?)")
     return (f"  {row['command']:<9} {_owner(row['owner']):<28} {row['digest_date']}  claimed {row['claimed']}, "
-            f"sent {row['sent']}, failed {row['failed']}, deferred {row['deferred']}, skipped {row['skipped']}  {state}")
+            f"sent {row['sent']}, failed {row['failed']}, deferred {row['deferred']}, skipped {row['skipped']}"
+            f"  {state}")
 
 
 def _owner(text: str) -> str:

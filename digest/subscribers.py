@@ -237,7 +237,7 @@ def parse_profile(path: Path) -> tuple[Subscriber | None, list[Problem]]:
 
 
 def validate(data: dict[str, Any], where: str, locate: Locate) -> tuple[Subscriber | None, list[Problem]]:
-    """Check a profile given as a table (from TOML, a CSV row group, the store); `locate` says which line a key is on."""
+    """Check a profile given as a table (from TOML, CSV rows); `locate` says which line a key is on."""
     validator = _Validator(where, locate)
     subscriber = validator.subscriber(data)
     return subscriber, validator.problems

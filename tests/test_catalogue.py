@@ -1,4 +1,4 @@
-"""The subscriber catalogue: profile files synced into the store, CSV and folder imports, export, one source per address."""
+"""The subscriber catalogue: profile files synced into the store, CSV imports, export, one source per address."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def test_only_changed_files_are_parsed_again(store, tmp_path):
 
 
 def test_a_second_file_with_a_used_address_cannot_take_it_over(store, tmp_path):
-    """A new file naming an existing subscriber's address (even sorted first) is the invalid one; its error names both."""
+    """A new file naming a subscriber's address (even sorted first) is the invalid one; its error names both."""
     folder = tmp_path / "subscribers"
     profile(folder, "ada", 'email = "ada@example.org"\nname = "Ada"\nmax_papers = 4\n')
     sync(store, folder)
@@ -133,4 +133,5 @@ def test_imported_subscribers_get_their_digest_without_any_profile_file(tmp_path
     assert "2026-06-12: sent 20, skipped 0" in sent.stdout
     assert len(list((tmp_path / "outbox" / "2026-06-12").glob("reader*.eml"))) == 20
     listed = digest("subscribers", "list")
-    assert listed.stdout.count("\n") == 20 and "reader7@example.org\tReader 7\tdaily at 07:00 UTC\tGPUs" in listed.stdout
+    assert listed.stdout.count("\n") == 20
+    assert "reader7@example.org\tReader 7\tdaily at 07:00 UTC\tGPUs" in listed.stdout

@@ -70,7 +70,7 @@ def test_four_runs_at_once_send_each_digest_once(site):
         write_config(site, port)
         procs = [digest(site, "send", "--date", DATE) for _ in range(3)] + [digest(site, "run", "--date", DATE)]
         results = [finish(p) for p in procs]
-    for code, out, err in results:
+    for code, _, err in results:
         assert code == 0 and "Traceback" not in err, err
     ids = by_recipient(server)
     assert len(ids) == SUBSCRIBERS and len(server.messages) == SUBSCRIBERS

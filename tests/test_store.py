@@ -114,7 +114,7 @@ def test_claims_are_disjoint_and_settled_digests_are_not_queued_again(store_url)
 
 
 def test_an_expired_lease_or_a_dead_owner_is_taken_over(store_url):
-    """A claim whose lease ran out, or whose owner died on this machine, goes to the next claimer; a live one does not."""
+    """A claim whose lease ran out, or whose owner died on this machine, is taken over; a live one is not."""
     store = Store(store_url)
     queue(store, ["a@example.org", "b@example.org", "c@example.org"])
     gone = dead_owner()

@@ -12,8 +12,6 @@ import re
 from datetime import date
 from typing import Any
 
-import feedparser
-
 from digest.models import Paper, ParseResult, RecordError
 from digest.sources._fields import BadRecord, collapse, require_title
 from digest.sources.jsonl import ABS_URL, CATEGORY, _arxiv_id
@@ -23,6 +21,8 @@ _ANNOUNCE = re.compile(r"^\s*arXiv:\S+\s+Announce Type:\s*\S+\s+Abstract:\s*", r
 
 def parse(text: str, source: str, *, seen_on: date) -> ParseResult:
     """Papers of an arXiv Atom or RSS feed; one RecordError per entry that cannot be read."""
+    import feedparser  # loaded when a feed is parsed, not by every command
+
     feed = feedparser.parse(text)
     if not feed.entries and feed.get("bozo"):
         reason = f"not a readable feed: {feed.get('bozo_exception')}"

@@ -5,11 +5,13 @@ from __future__ import annotations
 import importlib.util
 import json
 from datetime import date
-
-from bs4 import BeautifulSoup, Tag
+from typing import TYPE_CHECKING
 
 from digest.models import ParseResult, RecordError
 from digest.sources import hfjson
+
+if TYPE_CHECKING:
+    from bs4 import Tag
 
 TARGET = "DailyPapers"
 _MARKER = f'data-target="{TARGET}"'
@@ -17,6 +19,8 @@ _MARKER = f'data-target="{TARGET}"'
 
 def parse(text: str, source: str, *, seen_on: date) -> ParseResult:
     """Papers of the rows embedded in the page; a RecordError when the page does not embed them."""
+    from bs4 import BeautifulSoup  # loaded when a page is parsed, not by every command
+
     div = BeautifulSoup(text, _parser()).select_one(f"[{_MARKER}]")
     if div is None:
         return _failed(source, None, f"no <div {_MARKER}> in the page: is it a huggingface.co/papers page?")

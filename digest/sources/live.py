@@ -6,11 +6,14 @@ import glob
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from digest.fetch import Fetched, Fetcher, Validators
 from digest.models import ParseResult, RecordError
 from digest.sources import ARXIV_FEED, HF_API_JSON, HF_PAGE_HTML, PARSERS, SourceError, iter_paths, parse_file
+
+if TYPE_CHECKING:
+    from digest.fetch import Fetched, Fetcher, Validators
 
 HF_DAILY = "hf_daily"
 HF_PAGE = "hf_page"

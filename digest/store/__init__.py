@@ -7,6 +7,7 @@ methods in one mixin per concern: `papers`, `sendlog`, `runs`, `feedback`.
 from __future__ import annotations
 
 import secrets
+
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
@@ -22,8 +23,8 @@ from .runs import RunStore
 from .sendlog import SendLogStore
 from .tables import meta
 
-__all__ = ["Claim", "ClaimStore", "DeliveryRecord", "Queue", "FeedbackStore", "FetchRecord", "IngestCounts", "Preference", "RunRecord",
-           "FileState", "RosterStore", "SlotCount", "Store"]
+__all__ = ["Claim", "ClaimStore", "DeliveryRecord", "FeedbackStore", "FetchRecord", "FileState", "IngestCounts",
+           "Preference", "Queue", "RosterStore", "RunRecord", "SlotCount", "Store"]
 
 
 class Store(PaperStore, SendLogStore, ClaimStore, RosterStore, RunStore, FeedbackStore):

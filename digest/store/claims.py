@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
+from itertools import islice
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -50,7 +51,7 @@ class Queue:
 
     def skip(self, rows: Iterable[tuple[str, str]], count: int) -> None:
         """Note `count` skipped subscribers, naming those of `rows` while there is room."""
-        named = [row for _, row in zip(range(KEEP - len(self.skipped)), rows)]
+        named = list(islice(rows, max(0, KEEP - len(self.skipped))))
         self.skipped += named
         self.unlisted += count - len(named)
 
@@ -93,7 +94,7 @@ class ClaimStore(Base):
         mine = (deliveries.c.digest_date == day) & deliveries.c.subscriber.in_(emails)
         # An empty digest is tried again only once new papers have arrived since it was composed.
         stale_empty = (deliveries.c.status == "empty") & (deliveries.c.updated_at < changed) if changed else sa.false()
-        with self.write() as conn:
+        with self.write(serial=False) as conn:
             insert_ignoring(conn, deliveries, [
                 {"subscriber": e, "digest_date": day, "message_id": message_id(e), "status": "queued", "attempts": 0,
                  "transport": transport, "detail": "", "updated_at": now} for e in emails])
@@ -130,7 +131,7 @@ class ClaimStore(Base):
                      .values(status="claimed", claimed_by=owner, lease_until=lease_until,
                              attempts=deliveries.c.attempts + 1, updated_at=now)
                      .returning(deliveries.c.subscriber, deliveries.c.message_id, deliveries.c.attempts))
-        with self.write() as conn:
+        with self.write(serial=False) as conn:
             rows = conn.execute(statement).all()
         return sorted((Claim(r.subscriber, r.message_id, r.attempts) for r in rows), key=lambda c: c.subscriber)
 
@@ -161,7 +162,7 @@ class ClaimStore(Base):
                      .where((deliveries.c.claimed_by == owner) & (deliveries.c.status == "claimed"))
                      .values(lease_until=lease_until)
                      .returning(deliveries.c.subscriber, deliveries.c.digest_date))
-        with self.write() as conn:
+        with self.write(serial=False) as conn:
             held = {(r.subscriber, r.digest_date) for r in conn.execute(statement)}
             conn.execute(workers.update().where(workers.c.owner == owner).values(heartbeat_at=_now()))
         return held
@@ -171,7 +172,7 @@ class ClaimStore(Base):
         where = (deliveries.c.claimed_by == owner) & (deliveries.c.status == "claimed")
         if subscribers is not None:
             where = where & deliveries.c.subscriber.in_(list(subscribers))
-        with self.write() as conn:
+        with self.write(serial=False) as conn:
             result = conn.execute(deliveries.update().where(where).values(
                 status="queued", claimed_by=None, lease_until=None, attempts=deliveries.c.attempts - 1))
         return int(result.rowcount)
@@ -180,7 +181,7 @@ class ClaimStore(Base):
 
     def start_worker(self, owner: str, command: str, day: date | None) -> None:
         now = _now()
-        with self.write() as conn:
+        with self.write(serial=False) as conn:
             conn.execute(workers.delete().where(workers.c.owner == owner))
             conn.execute(workers.insert().values(owner=owner, command=command, digest_date=day, started_at=now,
                                                  heartbeat_at=now, claimed=0, sent=0, failed=0, deferred=0,
@@ -190,7 +191,7 @@ class ClaimStore(Base):
         values: dict[str, object] = {"heartbeat_at": _now(), **counts}
         if finished:
             values["finished_at"] = values["heartbeat_at"]
-        with self.write() as conn:
+        with self.write(serial=False) as conn:
             conn.execute(workers.update().where(workers.c.owner == owner).values(**values))
 
     def workers(self, since: datetime) -> list[dict[str, object]]:

@@ -20,6 +20,7 @@ from ..errors import StoreError
 
 _POSTGRES_ALIASES = ("postgres://", "postgresql://")
 BUSY_TIMEOUT_MS = 30_000
+SERIAL_LOCK = 0x6469_6765_7375  # PostgreSQL advisory lock of the store's serial writes
 
 
 def normalise_url(url: str) -> str:
@@ -53,11 +54,19 @@ def make_engine(url: str) -> Engine:
 
 
 @contextmanager
-def write(engine: Engine) -> Iterator[Connection]:
-    """A write transaction: on SQLite it holds the write lock from its first statement."""
+def write(engine: Engine, *, serial: bool = True) -> Iterator[Connection]:
+    """A write transaction: on SQLite it holds the write lock from its first statement.
+
+    On PostgreSQL a `serial` one also takes a transaction-wide advisory lock, so read-then-write
+    transactions (merging papers, syncing profile files, first-use defaults) run one at a time as
+    they do on SQLite. The send path's statements are safe row by row (conditional updates, claims
+    with SKIP LOCKED) and pass `serial=False`, so workers never wait for each other there.
+    """
     with engine.connect() as conn:
         conn.execution_options(immediate=True)
         with conn.begin():
+            if serial and conn.dialect.name == "postgresql":
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": SERIAL_LOCK})
             yield conn
 
 
@@ -82,6 +91,6 @@ class Base:
 
     engine: Engine
 
-    def write(self) -> Any:
+    def write(self, *, serial: bool = True) -> Any:
         """A write transaction (see `write`)."""
-        return write(self.engine)
+        return write(self.engine, serial=serial)

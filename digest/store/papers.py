@@ -11,8 +11,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..models import Paper, normalise_title
-from .records import IngestCounts
 from .engine import Base
+from .records import IngestCounts
 from .tables import _from_row, _now, _to_json, papers, upvotes
 
 

@@ -98,11 +98,11 @@ class RosterStore(Base):
         """One transaction: forget removed files (and their subscribers), record file states, store valid profiles."""
         with self.write() as conn:
             for part in _parts(list(removed)):
-                conn.execute(subscribers.delete().where((subscribers.c.source == "file") & subscribers.c.path.in_(part)))
+                conn.execute(subscribers.delete().where(_from_files(part)))
                 conn.execute(profile_files.delete().where(profile_files.c.path.in_(part)))
             changed = [s.path for s in states]
             for part in _parts(changed):  # a file that changed its address gives up the old one
-                conn.execute(subscribers.delete().where((subscribers.c.source == "file") & subscribers.c.path.in_(part)))
+                conn.execute(subscribers.delete().where(_from_files(part)))
                 conn.execute(profile_files.delete().where(profile_files.c.path.in_(part)))
             now = _now()
             rows = [{"path": s.path, "mtime_ns": s.mtime_ns, "size": s.size, "sha256": s.sha256,
@@ -220,7 +220,7 @@ class RosterStore(Base):
         columns = ["subscriber", "digest_date", "message_id", "status", "attempts", "transport", "detail", "updated_at"]
         mine = (deliveries.c.digest_date == day) & deliveries.c.subscriber.in_(
             sa.select(subscribers.c.email).select_from(_with_preferences()).where(in_slots))
-        with self.write() as conn:
+        with self.write(serial=False) as conn:
             insert_from_select(conn, deliveries, columns, due)
             changed = conn.execute(sa.select(sa.func.max(papers.c.updated_at))).scalar()
             again = deliveries.c.status.in_(("pending", "failed"))
@@ -251,6 +251,10 @@ class RosterStore(Base):
         with self.engine.connect() as conn:
             total = conn.execute(sa.select(sa.func.count()).select_from(query.subquery())).scalar_one()
             return list(conn.execute(query.order_by(subscribers.c.email_key).limit(limit)).scalars()), int(total)
+
+
+def _from_files(paths: list[str]) -> Any:
+    return (subscribers.c.source == "file") & subscribers.c.path.in_(paths)
 
 
 def _in_slots(slots: Sequence[tuple[str, time, str]]) -> Any:

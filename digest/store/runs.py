@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from .records import FetchRecord, RunRecord
 from .engine import Base
+from .records import FetchRecord, RunRecord
 from .tables import _now, fetches, locks, runs
 
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from .records import DeliveryRecord, Preference
-from .engine import Base
 from .claims import CHUNK, insert_ignoring
+from .engine import Base
+from .records import DeliveryRecord, Preference
 from .tables import _now, _record, deliveries, preferences, received, suppressions
 
 
@@ -76,20 +76,20 @@ class SendLogStore(Base):
         """
         rows = [{"subscriber": subscriber, "paper_id": paper_id, "digest_date": day}
                 for paper_id in dict.fromkeys(paper_ids)]
-        with self.write() as conn:
+        with self.write(serial=False) as conn:
             held = conn.execute(deliveries.update().where(self._held(subscriber, day, owner)).values(
                 status="sent", detail="", claimed_by=None, lease_until=None, updated_at=_now())).rowcount
             insert_ignoring(conn, received, rows)  # a paper received before keeps its first date
         return bool(held)
 
     def mark_failed(self, subscriber: str, day: date, detail: str, owner: str | None = None) -> None:
-        with self.write() as conn:
+        with self.write(serial=False) as conn:
             conn.execute(deliveries.update().where(self._held(subscriber, day, owner)).values(
                 status="failed", detail=detail[:2000], claimed_by=None, lease_until=None, updated_at=_now()))
 
     def mark_empty(self, subscriber: str, day: date, detail: str, owner: str | None = None) -> None:
         """Nothing to send today (yet): a later run composes it again once new papers arrive."""
-        with self.write() as conn:
+        with self.write(serial=False) as conn:
             conn.execute(deliveries.update().where(self._held(subscriber, day, owner)).values(
                 status="empty", detail=detail[:2000], claimed_by=None, lease_until=None,
                 attempts=deliveries.c.attempts - 1, updated_at=_now()))
@@ -102,7 +102,7 @@ class SendLogStore(Base):
             values["attempts"] = deliveries.c.attempts + 1
         else:
             values.update(status="pending", claimed_by=None, lease_until=None)
-        with self.write() as conn:
+        with self.write(serial=False) as conn:
             conn.execute(deliveries.update().where(self._held(subscriber, day, owner)).values(**values))
 
     def mark_bounced(self, subscriber: str, day: date, detail: str, suppress_after: int,
