@@ -21,8 +21,9 @@ from pathlib import Path
 # (where, stage): `where` is a path prefix relative to the repository ("digest/select/"), optionally
 # followed by ":" and a function-name prefix; an empty path matches any file. First match wins, so
 # the narrow entries come before the folders that contain them. A renamed module falls through to
-# a broader entry (at worst "orchestration"), never out of the table.
-STAGES: tuple[tuple[str, str], ...] = (
+# a broader entry (at worst "orchestration"), never out of the table. A stage of None makes the
+# product's own helpers count like library code, for their callers' stages.
+STAGES: tuple[tuple[str, str | None], ...] = (
     ("<frozen importlib", "imports"),
     (":<module>", "imports"),
     ("digest/subscribers.py", "profiles"),
@@ -46,11 +47,12 @@ STAGES: tuple[tuple[str, str], ...] = (
     ("digest/signing.py", "DKIM"),
     ("digest/dkim_keys.py", "DKIM"),
     ("digest/smtp.py", "transport"),
-    ("digest/deliver.py:deliver_one", "transport"),
+    ("digest/deliver.py", "transport"),  # retries and the outbox; the send log's marks are the store's
     ("digest/claims.py", "send log/claims"),
     ("digest/store/claims.py", "send log/claims"),
     ("digest/store/sendlog.py", "send log/claims"),
-    ("digest/deliver.py", "send log/claims"),
+    ("digest/store/engine.py", None),  # transactions and commits: the stage that writes pays for them
+    ("digest/store/tables.py", None),  # row helpers, likewise
     ("digest/store/", "store (other)"),
     ("digest/schedule.py", "schedule"),
     ("digest/config.py", "config"),
