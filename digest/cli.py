@@ -390,20 +390,25 @@ def sa_errors() -> type[Exception]:
 
 def cmd_status(config: Config, args: argparse.Namespace) -> int:
     from .schedule import Slot
-    from .status import delivery_lines, render_status
+    from .status import ATTENTION, LIST_LIMIT, delivery_lines, large_list, render_status
 
     app = _app(config)
     now = datetime.now(UTC)
     day = args.date or now.date()
     try:
-        roster = app.roster()
-        runs = app.store.recent_runs()
-        text = render_status(now=now, day=day, runs=runs, fetches=app.store.fetches(),
-                             lines=delivery_lines(roster.subscribers, day, app.store.deliveries_on(day),
-                                                  app.store.suppressed()),
+        app.sync()
+        store, counts = app.store, None
+        total = store.count_subscribers()
+        if total <= LIST_LIMIT:
+            lines = delivery_lines(app.roster().subscribers, day, store.deliveries_on(day), store.suppressed())
+        else:
+            counts, lines = large_list(total, store.delivery_counts(day), store.deliveries_in(day, ATTENTION, 50),
+                                       store.count_suppressed())
+        runs = store.recent_runs()
+        text = render_status(now=now, day=day, runs=runs, fetches=store.fetches(), lines=lines, counts=counts,
                              slots={Slot(c.timezone, c.send_at, c.frequency): c.subscribers
-                                    for c in app.store.slot_counts()},
-                             workers=app.store.workers(now.replace(tzinfo=None) - timedelta(days=1)))
+                                    for c in store.slot_counts()},
+                             workers=store.workers(now.replace(tzinfo=None) - timedelta(days=1)))
     finally:
         app.close()
     print(text)

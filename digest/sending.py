@@ -224,7 +224,8 @@ class Sender:
         if not self._keep_lease(day, email):
             return Outcome(email, "skipped", "taken over by another worker (our lease ran out)")
         return deliver_one(self.store, self.transport(), self.wire(result.message), email, day, result.paper_ids,
-                           self.policy.retry, self.policy.suppress_after, owner=me)
+                           self.policy.retry, self.policy.suppress_after, owner=me,
+                           message_id=str(result.message["Message-ID"]))
 
 
 def queue_outcomes(queue: Queue, report: SendReport) -> None:

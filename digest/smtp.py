@@ -235,6 +235,8 @@ class SmtpTransport:
             conn.login(s.username, s.password)
 
     def _transaction(self, conn: smtplib.SMTP, recipient: str, data: bytes) -> None:
+        if conn.has_extn("pipelining"):
+            return self._pipelined(conn, recipient, data)
         stage = "MAIL FROM"
         try:
             self._check(conn, stage, *conn.mail(self.sender))
@@ -245,10 +247,40 @@ class SmtpTransport:
         except smtplib.SMTPDataError as exc:  # the DATA command itself was answered with other than 354
             self._check(conn, stage, exc.smtp_code, exc.smtp_error)
         except (smtplib.SMTPServerDisconnected, OSError) as exc:
-            self._drop()
-            if stage == "MAIL FROM":
-                raise _Stale(f"connection closed before {stage}: {exc}") from exc
-            raise TemporaryFailure(f"connection lost during {stage}: {exc or exc.__class__.__name__}") from exc
+            self._lost(stage, exc)
+
+    def _pipelined(self, conn: smtplib.SMTP, recipient: str, data: bytes) -> None:
+        """RFC 2920: MAIL, RCPT and DATA in one write, their three replies read after; then the message.
+
+        Two round trips a message instead of four. Each reply is still judged in order, so a refused
+        sender or recipient is reported at its own stage, exactly as without pipelining.
+        """
+        stage = "MAIL FROM"
+        try:
+            conn.send(f"MAIL FROM:<{self.sender}>\r\nRCPT TO:<{recipient}>\r\nDATA\r\n")
+            replies = [conn.getreply()]
+            stage = "RCPT TO"
+            replies.append(conn.getreply())
+            stage = "DATA"
+            replies.append(conn.getreply())
+            if replies[2][0] == 354 and not all(200 <= code < 300 for code, _ in replies[:2]):
+                conn.send(b".\r\n")  # a server that said go ahead anyway gets an empty message, to be refused
+                conn.getreply()
+            for stage, (code, reply) in zip(("MAIL FROM", "RCPT TO"), replies, strict=False):
+                self._check(conn, stage, code, reply)
+            stage = "DATA"
+            if replies[2][0] != 354:
+                self._check(conn, stage, *replies[2])
+            conn.send(dot_stuffed(data))
+            self._check(conn, stage, *conn.getreply())
+        except (smtplib.SMTPServerDisconnected, OSError) as exc:
+            self._lost(stage, exc)
+
+    def _lost(self, stage: str, exc: Exception) -> None:
+        self._drop()
+        if stage == "MAIL FROM":
+            raise _Stale(f"connection closed before {stage}: {exc}") from exc
+        raise TemporaryFailure(f"connection lost during {stage}: {exc or exc.__class__.__name__}") from exc
 
     def _check(self, conn: smtplib.SMTP, stage: str, code: int, reply: bytes) -> None:
         if 200 <= code < 300:
@@ -274,6 +306,14 @@ class SmtpTransport:
     def _drop(self) -> None:
         conn, self._conn = self._conn, None
         _close(conn)
+
+
+def dot_stuffed(data: bytes) -> bytes:
+    """The message as DATA sends it: a line starting with "." gets another, and "CRLF.CRLF" ends it."""
+    body = data.replace(b"\n.", b"\n..")
+    if body.startswith(b"."):
+        body = b"." + body
+    return body + (b".\r\n" if body.endswith(b"\r\n") else b"\r\n.\r\n")
 
 
 def _close(conn: smtplib.SMTP | None) -> None:

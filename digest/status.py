@@ -15,6 +15,8 @@ from .store import DeliveryRecord, FetchRecord, RunRecord
 from .subscribers import is_delivery_day
 
 STALE_WORKER_SECONDS = 120  # a worker reports after every batch; silent for longer, it probably died
+LIST_LIMIT = 200  # subscribers beyond which status counts the digests and lists only the ones needing a look
+ATTENTION = ("failed", "pending", "bounced", "claimed", "queued")  # states worth a line in a large list
 
 
 @dataclass(frozen=True)
@@ -45,10 +47,23 @@ def delivery_lines(subscribers: Sequence[Subscriber], day: date, records: Sequen
     return lines
 
 
+def large_list(total: int, day_counts: Mapping[str, int], records: Sequence[DeliveryRecord],
+               suppressed: int) -> tuple[dict[str, int], list[DeliveryLine]]:
+    """The counts and the lines of `digest status` for a list of `total` subscribers (too many to list)."""
+    counts = dict(day_counts)
+    counts["suppressed"] = suppressed
+    counts["waiting or not due"] = max(0, total - sum(day_counts.values()) - suppressed)
+    return counts, [DeliveryLine(r.subscriber, r.status, r.detail) for r in records]
+
+
 def render_status(*, now: datetime, day: date, runs: Sequence[RunRecord], fetches: Sequence[FetchRecord],
                   lines: Sequence[DeliveryLine], slots: Mapping[Slot, int],
-                  workers: Sequence[Mapping[str, Any]] = ()) -> str:
-    """The whole report as text, section by section."""
+                  workers: Sequence[Mapping[str, Any]] = (), counts: Mapping[str, int] | None = None) -> str:
+    """The whole report as text, section by section.
+
+    `counts` (state → number) is given for a large list, when `lines` holds only the digests that
+    need a look rather than one line per subscriber.
+    """
     out = ["Recent runs:"]
     out += [_run(r) for r in runs] or ["  (none yet)"]
     if workers:
@@ -56,9 +71,12 @@ def render_status(*, now: datetime, day: date, runs: Sequence[RunRecord], fetche
         out += [_worker(w, now) for w in workers]
     out += ["", "Sources (last fetch):"]
     out += [_fetch(f) for f in fetches] or ["  (none fetched yet)"]
-    counts = Counter(line.state for line in lines)
-    summary = ", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "no subscribers"
+    shown = counts if counts is not None else Counter(line.state for line in lines)
+    summary = ", ".join(f"{n} {state}" for state, n in sorted(shown.items()) if n) or "no subscribers"
     out += ["", f"Deliveries for {day}: {summary}"]
+    if counts is not None:
+        out.append(f"  (too many subscribers to list; the first {len(lines)} digests that need a look:)"
+                   if lines else "  (too many subscribers to list; none needs a look)")
     out += [f"  {line.state:<10} {line.email}" + (f"  ({line.detail})" if line.detail else "") for line in lines]
     out += ["", "Next scheduled sends:"]
     upcoming = next_sends(slots, now)

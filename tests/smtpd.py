@@ -47,12 +47,13 @@ class Recorder:
     """aiosmtpd handler: accepts and records, unless a hook answers for the address first."""
 
     def __init__(self, *, mail: Hook | None = None, rcpt: Hook | None = None, data: Hook | None = None,
-                 hang_up_after_each: bool = False, drop_in_data: int = 0,
+                 hang_up_after_each: bool = False, drop_in_data: int = 0, pipelining: bool = True,
                  on_message: Callable[[Received], None] | None = None) -> None:
         self.hooks = {"MAIL": mail, "RCPT": rcpt, "DATA": data}
         self.hang_up_after_each = hang_up_after_each
         self.drop_in_data = drop_in_data  # hang up in the middle of the next N messages
         self.on_message = on_message
+        self.pipelining = pipelining  # advertise RFC 2920 PIPELINING, as Postfix and most servers do
         self.messages: list[Received] = []
         self.rcpt_attempts: Counter[str] = Counter()
         self.lock = threading.Lock()
@@ -60,6 +61,13 @@ class Recorder:
     def _reply(self, stage: str, address: str) -> str | None:
         hook = self.hooks[stage]
         return hook(address) if hook else None
+
+    async def handle_EHLO(self, server: SMTP, session: Any, envelope: Any, hostname: str,
+                          responses: list[str]) -> list[str]:
+        session.host_name = hostname
+        if self.pipelining:
+            responses.insert(len(responses) - 1, "250-PIPELINING")
+        return responses
 
     async def handle_MAIL(self, server: SMTP, session: Any, envelope: Any, address: str, options: list) -> str:
         reply = self._reply("MAIL", address)

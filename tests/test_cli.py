@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -187,3 +188,22 @@ def test_feedback_command_records_and_checks(site):
     assert ok.stdout.startswith("ada@example.org: more like “")
     bad = run(site, "feedback", "--subscriber", "ada@example.org", "--paper", "9999.99999", "--less")
     assert bad.returncode == 2 and "no paper '9999.99999'" in bad.stderr
+
+
+def test_status_of_a_large_list_counts_and_lists_only_what_needs_a_look(site, monkeypatch, capsys):
+    """Past status.LIST_LIMIT subscribers, status gives counts per state and names only the digests needing a look."""
+    import digest.status
+    from digest.cli import main
+    from digest.store import Store
+
+    assert run(site, "run", "--date", "2026-06-12").returncode == 0
+    store = Store(f"sqlite:///{site / 'digest.db'}")
+    store.mark_failed("ada@example.org", DAY, "554 5.7.1 policy")
+    store.close()
+    monkeypatch.setattr(digest.status, "LIST_LIMIT", 2)
+    monkeypatch.chdir(site)
+    main(["status", "--date", "2026-06-12"])
+    text = capsys.readouterr().out
+    assert "Deliveries for 2026-06-12: 1 failed, 3 sent, 1 waiting or not due" in text
+    assert re.search(r"failed\s+ada@example.org\s+\(554 5.7.1 policy\)", text)
+    assert "grace@example.org" not in text  # sent: counted, not listed

@@ -174,11 +174,54 @@ class FakeClock:
         self.now += seconds
 
 
-def test_bytes_arrive_exactly_as_given():
-    """The server receives the very bytes handed over, a line starting with a dot included."""
-    server = Recorder()
+@pytest.mark.parametrize("pipelining", [True, False])
+def test_bytes_arrive_exactly_as_given(pipelining):
+    """The server receives the very bytes handed over: lines of dots, a lone dot, no final line break."""
+    server = Recorder(pipelining=pipelining)
+    messages = [b"Subject: a\r\n\r\n.leading dot\r\n", b".\r\n..\r\nx\r\n.\r\n", b"Subject: b\r\n\r\nno end"]
     with smtp_server(server) as port:
         transport = SmtpTransport(SmtpSettings("127.0.0.1", port, "none"), "digest@example.org")
-        transport.send(b"Subject: a\r\n\r\n.leading dot\r\n", "a@example.org", date(2000, 1, 1))
+        for data in messages:
+            transport.send(data, "a@example.org", date(2000, 1, 1))
         transport.close()
-    assert server.messages[0].data == b"Subject: a\r\n\r\n.leading dot\r\n"
+    assert [m.data for m in server.messages] == messages[:2] + [b"Subject: b\r\n\r\nno end\r\n"]
+
+
+@pytest.mark.parametrize("pipelining", [True, False])
+def test_each_refusal_is_reported_at_its_stage_and_the_connection_goes_on(pipelining):
+    """Pipelined or not: a refused sender, recipient or message raises for its own stage with the reply, and the
+    next message on the same connection is delivered."""
+    from digest.errors import PermanentFailure, TemporaryFailure
+
+    server = Recorder(pipelining=pipelining, rcpt=lambda a: "550 5.1.1 no such user" if a.startswith("gone") else
+                      "451 4.7.1 greylisted" if a.startswith("later") else None,
+                      data=lambda a: "554 5.7.1 spam" if a.startswith("spam") else None)
+    outcomes = {}
+    with smtp_server(server) as port:
+        transport = SmtpTransport(SmtpSettings("127.0.0.1", port, "none"), "digest@example.org")
+        for who in ("gone", "later", "spam", "fine"):
+            try:
+                transport.send(b"Subject: x\r\n\r\nhi\r\n", f"{who}@example.org", date(2000, 1, 1))
+                outcomes[who] = "sent"
+            except (PermanentFailure, TemporaryFailure) as exc:
+                outcomes[who] = f"{exc.__class__.__name__}: {exc}"
+        connections = transport.connections
+        assert transport._conn is not None and transport._conn.has_extn("pipelining") == pipelining
+        transport.close()
+    assert outcomes == {"gone": "PermanentFailure: RCPT TO: 550 5.1.1 no such user",
+                        "later": "TemporaryFailure: RCPT TO: 451 4.7.1 greylisted",
+                        "spam": "PermanentFailure: DATA: 554 5.7.1 spam", "fine": "sent"}
+    assert connections == 1 and server.per_recipient() == {"fine@example.org": 1}
+
+
+def test_a_refused_sender_is_reported_at_mail_from_when_pipelining():
+    """A pipelined MAIL FROM refused (with RCPT and DATA refused in turn) is one failure at MAIL FROM."""
+    from digest.errors import PermanentFailure
+
+    server = Recorder(mail=lambda _sender: "553 5.7.1 sender not allowed")
+    with smtp_server(server) as port:
+        transport = SmtpTransport(SmtpSettings("127.0.0.1", port, "none"), "digest@example.org")
+        with pytest.raises(PermanentFailure, match=r"^MAIL FROM: 553 5\.7\.1 sender not allowed$"):
+            transport.send(b"Subject: x\r\n\r\nhi\r\n", "a@example.org", date(2000, 1, 1))
+        transport.close()
+    assert server.messages == []

@@ -70,6 +70,9 @@ def test_a_database_from_before_migrations_must_be_upgraded_and_keeps_its_data(t
         conn.execute(sa.text("DROP TABLE alembic_version"))  # as made by create_all, before migrations
         conn.execute(sa.text("INSERT INTO deliveries VALUES ('ada@example.org', '2026-06-11', '<m>', 'sent', 1, "
                              "'outbox', '', '2026-06-11 07:00:00')"))
+        for email in ("Grace@Example.org", "grace@example.org", "Alan@Example.org", "ALAN@example.org"):
+            conn.execute(sa.text("INSERT INTO suppressions VALUES (:e, 'unsubscribed', '2026-06-11 07:00:00')"),
+                         {"e": email})
     engine.dispose()
     with pytest.raises(StoreError, match=r"revision 0001.*needs 0002: run `digest db upgrade`"):
         Store(url)
@@ -81,6 +84,7 @@ def test_a_database_from_before_migrations_must_be_upgraded_and_keeps_its_data(t
     store = Store(url)
     [record] = store.deliveries_on(date(2026, 6, 11))
     assert record.status == "sent" and record.claimed_by is None
+    assert store.suppressed() == {"grace@example.org": "unsubscribed", "alan@example.org": "unsubscribed"}
     store.close()
 
 

@@ -21,10 +21,17 @@ from .web_server import Server
 ADA = "ada@example.org"
 
 
+BOTH_STORES = pytest.mark.parametrize("app", ["sqlite", "postgresql"], indirect=True)
+
+
 @pytest.fixture
-def app(make_config, subscribers_dir, monkeypatch) -> Iterator[App]:
+def app(request, make_config, subscribers_dir, monkeypatch) -> Iterator[App]:
+    """The example subscribers with the seeds ingested; on SQLite, or on PostgreSQL for tests marked BOTH_STORES."""
     monkeypatch.setenv("DIGEST_SECRET", "web-test-secret")
-    application = App(make_config(subscribers={"dir": str(subscribers_dir)}))
+    store = {}
+    if getattr(request, "param", "sqlite") == "postgresql":
+        store = {"url": request.getfixturevalue("postgres").new_database()}
+    application = App(make_config(subscribers={"dir": str(subscribers_dir)}, store=store))
     application.ingest([SEEDS], seen_on=DAY)
     yield application
     application.close()
@@ -41,6 +48,7 @@ def outcome(app: App, email: str, day: date = DAY):
     return next(o for o in app.send(day, only=email).outcomes if o.subscriber == email)
 
 
+@BOTH_STORES
 def test_rfc8058_one_click_post_unsubscribes_at_once(web, app):
     """The provider's POST (form body List-Unsubscribe=One-Click, no cookie) unsubscribes; the next send skips Ada."""
     url = web.path(app.links_for(ADA).unsubscribe)
@@ -90,6 +98,7 @@ def test_resubscribe_after_unsubscribing(web, app):
     assert outcome(app, ADA).status == "sent"
 
 
+@BOTH_STORES
 def test_pause_and_frequency_take_effect_on_the_next_send(web, app):
     """Pausing for a week skips sends until then; choosing weekly:mon mails Ada on Mondays only."""
     prefs = web.path(app.links_for(ADA).preferences)
@@ -141,6 +150,7 @@ def test_serving_beyond_loopback_needs_a_password(app, monkeypatch):
         serve(app, "0.0.0.0", 0, password_env="DIGEST_OPERATOR_PASSWORD")
 
 
+@BOTH_STORES
 def test_preview_shows_the_digest_as_it_will_be_sent(web, app):
     """The preview page shows the subject and preheader, and its frame serves the exact HTML part."""
     composed = app.compose(app.roster().find(ADA), DAY, app.pool(DAY))
@@ -158,6 +168,7 @@ def test_untrusted_profile_text_is_escaped_on_operator_pages(web, app, subscribe
     assert "<script>alert(1)</script>" not in text and "&lt;script&gt;alert(1)&lt;/script&gt;" in text
 
 
+@BOTH_STORES
 def test_feedback_link_asks_then_records_and_moves_the_next_ranking(web, app):
     """'Less like this' on Ada's top paper: the GET only asks; the POST records it and the paper drops out."""
     ada = app.roster().find(ADA)

@@ -14,7 +14,9 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
+from functools import lru_cache
 from itertools import islice
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -62,10 +64,13 @@ def settled_reason(status: str, detail: str) -> str:
 
 def insert_ignoring(conn: Connection, table: sa.Table, rows: Sequence[dict[str, object]]) -> None:
     """Insert rows, skipping those whose primary key exists (no error, no race)."""
-    if not rows:
-        return
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    conn.execute(dialect.insert(table).on_conflict_do_nothing(), list(rows))
+    if rows:
+        conn.execute(_ignoring(conn.dialect.name, table), list(rows))
+
+
+@lru_cache(maxsize=32)
+def _ignoring(dialect: str, table: sa.Table) -> Any:
+    return (postgresql if dialect == "postgresql" else sqlite).insert(table).on_conflict_do_nothing()
 
 
 class ClaimStore(Base):
@@ -115,25 +120,38 @@ class ClaimStore(Base):
 
     def claim(self, day: date, owner: str, *, limit: int, lease_until: datetime, dead: Collection[str] = (),
               only: str | None = None) -> list[Claim]:
-        """Take up to `limit` queued digests of `day` (or whose claim expired or whose owner died) for `owner`."""
+        """Take up to `limit` digests of `day` for `owner`: first any whose claim expired or whose owner died,
+        then queued ones.
+
+        Each kind is found by the (digest_date, status) index without sorting, so a claim costs the
+        same with a hundred digests queued or a million.
+        """
         now = _now()
-        takeover = (deliveries.c.lease_until < now)
+        takeover = deliveries.c.lease_until < now
         if dead:
             takeover = takeover | deliveries.c.claimed_by.in_(list(dead))
-        claimable = (deliveries.c.status == "queued") | ((deliveries.c.status == "claimed") & takeover)
-        where = (deliveries.c.digest_date == day) & claimable
+        kinds = [(deliveries.c.status == "claimed") & takeover, deliveries.c.status == "queued"]
+        claimed: list[Claim] = []
+        with self.write(serial=False) as conn:
+            for kind in kinds:
+                if len(claimed) < limit:
+                    claimed += self._claim(conn, day, owner, kind, limit - len(claimed), lease_until, now, only)
+        return sorted(claimed, key=lambda c: c.subscriber)
+
+    @staticmethod
+    def _claim(conn: Connection, day: date, owner: str, kind: Any, limit: int, lease_until: datetime,
+               now: datetime, only: str | None) -> list[Claim]:
+        where = (deliveries.c.digest_date == day) & kind
         if only is not None:
             where = where & (deliveries.c.subscriber == only)
-        chosen = (sa.select(deliveries.c.subscriber).where(where).order_by(deliveries.c.subscriber).limit(limit)
+        chosen = (sa.select(deliveries.c.subscriber).where(where).limit(limit)
                   .with_for_update(skip_locked=True).scalar_subquery())
         statement = (deliveries.update()
                      .where((deliveries.c.digest_date == day) & deliveries.c.subscriber.in_(chosen))
                      .values(status="claimed", claimed_by=owner, lease_until=lease_until,
                              attempts=deliveries.c.attempts + 1, updated_at=now)
                      .returning(deliveries.c.subscriber, deliveries.c.message_id, deliveries.c.attempts))
-        with self.write(serial=False) as conn:
-            rows = conn.execute(statement).all()
-        return sorted((Claim(r.subscriber, r.message_id, r.attempts) for r in rows), key=lambda c: c.subscriber)
+        return [Claim(r.subscriber, r.message_id, r.attempts) for r in conn.execute(statement)]
 
     def holders(self, day: date | None = None) -> list[str]:
         """The owners of live-looking claims (of one date, or any), to check which have died."""

@@ -211,7 +211,7 @@ class RosterStore(Base):
             return found
         in_slots = _in_slots(slots)
         suppressed = sa.select(suppressions.c.reason).where(
-            sa.func.lower(suppressions.c.email) == subscribers.c.email_key).limit(1).scalar_subquery()
+            suppressions.c.email == subscribers.c.email_key).limit(1).scalar_subquery()
         paused = sa.func.coalesce(preferences.c.paused_until >= day, False)
         due = (sa.select(subscribers.c.email, sa.literal(day, sa.Date), sa.literal("", sa.String),
                          sa.literal("queued", sa.String), sa.literal(0, sa.Integer), sa.literal(transport, sa.String),

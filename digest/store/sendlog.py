@@ -8,10 +8,20 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from .claims import CHUNK, insert_ignoring
+from .claims import CHUNK
 from .engine import Base
 from .records import DeliveryRecord, Preference
 from .tables import _now, _record, deliveries, preferences, received, suppressions
+
+_SQLITE_TIME = "%Y-%m-%d %H:%M:%S.%f"  # how SQLAlchemy stores a DateTime in SQLite
+_SENT_UPDATE = ("UPDATE deliveries SET status = 'sent', detail = '', claimed_by = NULL, lease_until = NULL, "
+                "message_id = CASE WHEN {p} = '' THEN message_id ELSE {p} END, updated_at = {p} "
+                "WHERE subscriber = {p} AND digest_date = {p}")
+_SENT_SQL = {  # the statements of `mark_sent`, in each driver's parameter style
+    dialect: {"any": _SENT_UPDATE.format(p=p), "owned": _SENT_UPDATE.format(p=p) + f" AND claimed_by = {p}",
+              "received": f"INSERT INTO received (subscriber, paper_id, digest_date) VALUES ({p}, {p}, {p}) "
+                          "ON CONFLICT DO NOTHING"}
+    for dialect, p in (("sqlite", "?"), ("postgresql", "%s"))}
 
 
 def _chunks(items: Sequence[str] | None) -> list[Sequence[str] | None]:
@@ -56,6 +66,17 @@ class SendLogStore(Base):
         with self.engine.connect() as conn:
             return [_record(row) for row in conn.execute(query)]
 
+    def deliveries_in(self, day: date, states: Sequence[str], limit: int) -> list[DeliveryRecord]:
+        """Up to `limit` digests of `day` in these states, by subscriber."""
+        query = (sa.select(deliveries).where((deliveries.c.digest_date == day) & deliveries.c.status.in_(states))
+                 .order_by(deliveries.c.subscriber).limit(limit))
+        with self.engine.connect() as conn:
+            return [_record(row) for row in conn.execute(query)]
+
+    def count_suppressed(self) -> int:
+        with self.engine.connect() as conn:
+            return int(conn.execute(sa.select(sa.func.count()).select_from(suppressions)).scalar_one())
+
     def delivery_counts(self, day: date) -> dict[str, int]:
         """How many digests of `day` are in each state."""
         query = (sa.select(deliveries.c.status, sa.func.count()).where(deliveries.c.digest_date == day)
@@ -68,18 +89,35 @@ class SendLogStore(Base):
         key = (deliveries.c.subscriber == subscriber) & (deliveries.c.digest_date == day)
         return key if owner is None else key & (deliveries.c.claimed_by == owner)
 
-    def mark_sent(self, subscriber: str, day: date, paper_ids: Sequence[int], owner: str | None = None) -> bool:
-        """Record a handed-over digest and the papers it carried, in one transaction.
+    def mark_sent(self, subscriber: str, day: date, paper_ids: Sequence[int], owner: str | None = None,
+                  message_id: str = "") -> bool:
+        """Record a handed-over digest (and its Message-ID) and the papers it carried, in one transaction.
 
         With `owner`, only while that worker still holds the claim; False when it no longer did (the
-        papers are recorded all the same: the subscriber has them).
+        papers are recorded all the same: the subscriber has them). This is the one write per digest
+        sent, so it goes straight to the driver with statements written once (`_SENT_SQL`): through
+        SQLAlchemy's statement machinery it cost more than composing the digest.
         """
-        rows = [{"subscriber": subscriber, "paper_id": paper_id, "digest_date": day}
-                for paper_id in dict.fromkeys(paper_ids)]
-        with self.write(serial=False) as conn:
-            held = conn.execute(deliveries.update().where(self._held(subscriber, day, owner)).values(
-                status="sent", detail="", claimed_by=None, lease_until=None, updated_at=_now())).rowcount
-            insert_ignoring(conn, received, rows)  # a paper received before keeps its first date
+        dialect = self.engine.dialect.name
+        sql = _SENT_SQL["postgresql" if dialect == "postgresql" else "sqlite"]
+        at, when = (day, _now()) if dialect == "postgresql" else (day.isoformat(), _now().strftime(_SQLITE_TIME))
+        key = (message_id, message_id, when, subscriber, at) + ((owner,) if owner is not None else ())
+        papers = [(subscriber, paper_id, at) for paper_id in dict.fromkeys(paper_ids)]
+        raw = self.engine.raw_connection()
+        try:
+            cursor = raw.cursor()
+            if dialect != "postgresql":
+                cursor.execute("BEGIN IMMEDIATE")
+            cursor.execute(sql["owned" if owner is not None else "any"], key)
+            held = cursor.rowcount
+            if papers:  # a paper received before keeps its first date
+                cursor.executemany(sql["received"], papers)
+            raw.commit()  # sqlite3 commits the transaction BEGIN opened (it checks the handle, not its own mode)
+        except BaseException:
+            raw.rollback()
+            raise
+        finally:
+            raw.close()
         return bool(held)
 
     def mark_failed(self, subscriber: str, day: date, detail: str, owner: str | None = None) -> None:
@@ -121,24 +159,26 @@ class SendLogStore(Base):
             since = (deliveries.c.digest_date > last_sent) if last_sent else sa.true()
             bounces = conn.execute(sa.select(sa.func.count()).select_from(deliveries).where(
                 mine & (deliveries.c.status == "bounced") & since)).scalar_one()
-            known = conn.execute(sa.select(suppressions.c.email).where(suppressions.c.email == subscriber)).first()
+            known = conn.execute(sa.select(suppressions.c.email).where(
+                suppressions.c.email == subscriber.lower())).first()
             if bounces < suppress_after or known:
                 return False
-            conn.execute(suppressions.insert().values(email=subscriber, reason=f"bounced: {detail}"[:2000],
+            conn.execute(suppressions.insert().values(email=subscriber.lower(), reason=f"bounced: {detail}"[:2000],
                                                       created_at=_now()))
             return True
 
     def suppress(self, email: str, reason: str) -> None:
         with self.write() as conn:
-            if not conn.execute(sa.select(suppressions.c.email).where(suppressions.c.email == email)).first():
-                conn.execute(suppressions.insert().values(email=email, reason=reason, created_at=_now()))
+            key = email.lower()  # addresses are kept lower-case here, so lookups use the key's index
+            if not conn.execute(sa.select(suppressions.c.email).where(suppressions.c.email == key)).first():
+                conn.execute(suppressions.insert().values(email=key, reason=reason, created_at=_now()))
 
     def suppressed_among(self, emails: Sequence[str]) -> dict[str, str]:
         """Of these addresses, the suppressed ones (lower-case) with the reason."""
         out: dict[str, str] = {}
         with self.engine.connect() as conn:
             for part in _chunks([e.lower() for e in emails]):
-                query = sa.select(suppressions).where(sa.func.lower(suppressions.c.email).in_(part))
+                query = sa.select(suppressions).where(suppressions.c.email.in_(part))
                 out.update({r.email.lower(): r.reason for r in conn.execute(query)})
         return out
 
@@ -151,7 +191,7 @@ class SendLogStore(Base):
         """Lift a suppression made for `reason` (a resubscribe never lifts a bounce); True if one was."""
         with self.write() as conn:
             result = conn.execute(suppressions.delete().where(
-                (sa.func.lower(suppressions.c.email) == email.lower()) & (suppressions.c.reason == reason)))
+                (suppressions.c.email == email.lower()) & (suppressions.c.reason == reason)))
             return bool(result.rowcount)
 
     # -- preferences -------------------------------------------------------------------

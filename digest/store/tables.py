@@ -61,7 +61,7 @@ received = sa.Table(
 
 suppressions = sa.Table(
     "suppressions", metadata,
-    sa.Column("email", sa.String, primary_key=True),
+    sa.Column("email", sa.String, primary_key=True),  # lower-case (from revision 0002)
     sa.Column("reason", sa.String, nullable=False),
     sa.Column("created_at", sa.DateTime, nullable=False),
 )

@@ -5,6 +5,7 @@
 - `subscribers` and `profile_files`: every valid profile (from files or imported) in the store, and
   what was read from each file, so a run parses only the files that changed.
 - `workers`: each send run's and worker's progress, for `digest status`.
+- suppressed addresses are kept lower-case, so a run finds them by the table's key.
 
 Revision ID: 0002
 Revises: 0001
@@ -23,6 +24,9 @@ depends_on = None
 
 
 def upgrade() -> None:
+    # One row per address whatever its case (any of them says it is suppressed), then lower-cased.
+    op.execute("DELETE FROM suppressions WHERE email NOT IN (SELECT min(email) FROM suppressions GROUP BY lower(email))")
+    op.execute("UPDATE suppressions SET email = lower(email) WHERE email <> lower(email)")
     with op.batch_alter_table("deliveries") as batch:
         batch.add_column(sa.Column("claimed_by", sa.String))
         batch.add_column(sa.Column("lease_until", sa.DateTime))
