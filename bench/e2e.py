@@ -31,6 +31,7 @@ import itertools
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -324,7 +325,17 @@ def run_sizes(bench: Bench, args: argparse.Namespace, chosen: list[Variant]) -> 
     return results, idle
 
 
+def stop_on_sigterm() -> None:
+    """A SIGTERM ends the benchmark like Ctrl-C: the sink, the command and the database server are stopped."""
+    def interrupt(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGINT, interrupt)  # also when started in the background, where SIGINT is ignored
+
+
 def main() -> None:
+    stop_on_sigterm()
     args = parse_args()
     bench, notes = open_bench(args)
     chosen, more = variants(args, bench.product)

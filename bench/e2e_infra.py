@@ -25,11 +25,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Runs the command and reports the rusage of its whole process tree (workers included, once reaped):
 # ru_maxrss of RUSAGE_CHILDREN is the largest single process, so measuring from this fresh parent
-# keeps the benchmark's own earlier runs out of it.
+# keeps the benchmark's own earlier runs out of it. A SIGTERM is passed on to the command.
 RUSAGE_WRAPPER = """
-import json, resource, subprocess, sys, time
+import json, resource, signal, subprocess, sys, time
 start = time.perf_counter()
-code = subprocess.call(sys.argv[2:])
+child = subprocess.Popen(sys.argv[2:])
+signal.signal(signal.SIGTERM, lambda *_: child.terminate())
+code = child.wait()
 wall = time.perf_counter() - start
 usage = resource.getrusage(resource.RUSAGE_CHILDREN)
 with open(sys.argv[1], "w") as out:
@@ -61,8 +63,14 @@ def measure(command: Sequence[str], env: Mapping[str, str], logs: Path) -> Measu
     logs.mkdir(parents=True, exist_ok=True)
     usage = logs / "rusage.json"
     with (logs / "stdout.txt").open("w") as out, (logs / "stderr.txt").open("w") as err:
-        subprocess.run([sys.executable, "-c", RUSAGE_WRAPPER, str(usage), *command],
-                       stdout=out, stderr=err, env={**os.environ, **env}, check=True)
+        wrapper = subprocess.Popen([sys.executable, "-c", RUSAGE_WRAPPER, str(usage), *command],
+                                   stdout=out, stderr=err, env={**os.environ, **env})
+        try:
+            wrapper.wait()
+        except BaseException:  # interrupted: the command stops too, not left running on its own
+            wrapper.terminate()
+            wrapper.wait()
+            raise
     data = json.loads(usage.read_text())
     return Measured(code=data["code"], wall=data["wall"], cpu=data["cpu"], peak_rss_mib=data["maxrss_kib"] / 1024,
                     stdout=(logs / "stdout.txt").read_text(), stderr=(logs / "stderr.txt").read_text(),
