@@ -1,26 +1,29 @@
-"""Ranking quality on real labeled papers, and ranking throughput at scale.
+"""Ranking quality on real labeled papers, the relevance floor, feedback, cold start, and throughput at scale.
 
-    .venv/bin/python bench/ranking.py [--data FILE] [--pools 30] [--seed 2] [--semantic auto|on|off] [--no-supervised]
+    .venv/bin/python bench/ranking.py [--profiles B] [--seed 2] [--pools 30] [--no-supervised]
+    .venv/bin/python bench/ranking.py --feedback [--profiles B] [--seed 2] [--subscribers 8]
     .venv/bin/python bench/ranking.py --scale [--subscribers 100000] [--papers 1000]
 
-Quality: for each arXiv category below, day-sized pools of --pool-size papers are cut from the
-arXiv sample (consecutive listing days of its uniform part); a pool with fewer than
---min-positives papers of the category gets random papers of the category swapped in for random
-others. A subscriber profile for the category is a short keyword list. Every method ranks every
-pool; a paper is relevant when arXiv lists it in the category. Reported: precision@10 and nDCG@10,
-averaged over the pools. Methods:
+Quality: for each arXiv category of the profile set (`profiles.py`: settings and the calibration
+were chosen on set A with seed 1, figures are reported on set B with seed 2), day-sized pools of
+--pool-size papers are cut from the arXiv sample (consecutive listing days of its uniform part); a
+pool with fewer than --min-positives papers of the category gets random papers of the category
+swapped in for random others. A paper is relevant when arXiv lists it in the category. Reported:
+precision@10 and nDCG@10, mean over pools with the standard error, and the paired difference to
+tf-idf (mean and standard error over pools). Methods:
   random      a random order;
-  newest      newest listing first;
   tfidf       scikit-learn TfidfVectorizer (sublinear tf, 1-2-grams, English stop words) fitted on
               the whole sample, cosine between the joined keywords and each paper (arxiv-sanity style);
   ours        digest.select.rank with the default settings, term statistics from the whole sample;
-  ours+sem    ours with sentence-embedding similarity blended in (needs the `semantic` extra);
+  ours+sem    ours with sentence-embedding similarity blended in (the `semantic` extra, when installed);
+  seeds-only  ours with a store of only the 197 seed papers (a new install), the shipped background blended in;
+  no-bg       the same store without the background statistics;
   supervised  logistic regression (C=10, balanced classes) on tf-idf 1-2-grams (sublinear tf, min_df 2),
               trained on the true labels of every paper outside the category's pools (one fit per
-              category); where that leaves fewer than 100 papers of the category (cs.DC, cs.AR,
-              stat.ML), outside the pool (one fit per pool): not a competitor (it reads the
-              answers), a rough ceiling on how far these labels can be predicted from title and
-              abstract.
+              category); where that leaves fewer than 100 papers of the category, outside the pool:
+              not a competitor (it reads the answers), a rough ceiling for title-and-abstract methods.
+Also: the floor's precision and recall pooled over every paper of every pool, at several levels of
+select.min_relevance. --feedback: the simulated subscriber of issue 11 (see `feedback_curve`).
 --scale: see scale.py.
 """
 
@@ -47,22 +50,18 @@ from digest.models import Interest, Paper, Subscriber  # noqa: E402
 from digest.select import CorpusStats, Pool, SelectSettings, rank  # noqa: E402
 from digest.sources.jsonl import paper_of_object  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "bench"))
+from profiles import MAIN, SETS  # noqa: E402
+
+from digest.select import Signals  # noqa: E402
+from digest.select.rank import Scores  # noqa: E402
+
 DEFAULT_DATA = os.environ.get("DIGEST_ARXIV_SAMPLE", "/work/shared/data/arxiv_sample.jsonl.gz")
 DAY = date(2026, 7, 1)
 SUPERVISED_MIN_POSITIVES = 100  # fewer papers of the category outside its pools: the reference is fitted per pool
 SEMANTIC_WEIGHT = 60.0  # the value the README recommends with the semantic extra
-# What a subscriber following the category might write; fixed before any method was measured.
-PROFILES = {
-    "cs.CV": ["computer vision", "image", "object detection", "segmentation", "visual recognition"],
-    "cs.CL": ["natural language processing", "language model", "text", "machine translation", "NLP"],
-    "cs.RO": ["robot", "robotics", "manipulation", "motion planning", "locomotion"],
-    "cs.CR": ["security", "privacy", "attack", "vulnerability", "malware", "cryptography"],
-    "cs.DC": ["distributed systems", "parallel computing", "cluster", "GPU", "scheduling", "cloud computing"],
-    "cs.AR": ["hardware accelerator", "FPGA", "processor", "memory architecture", "chip design"],
-    "cs.IR": ["information retrieval", "recommender system", "search", "ranking", "retrieval-augmented generation"],
-    "stat.ML": ["statistical learning theory", "Bayesian", "Gaussian process", "variational inference",
-                "high-dimensional statistics"],
-}
+PROFILES: dict[str, list[str]] = dict(SETS["B"])  # the profiles being measured (set by --profiles)
+FLOOR_LEVELS = (0.3, 0.4, 0.5, 0.6, 0.7)
 
 
 @dataclass
@@ -88,6 +87,13 @@ def load(path: str) -> Sample:
                 uniform.append(n)
                 by_day.setdefault(paper.listed_on, []).append(n)
     return Sample(papers, uniform, by_day)
+
+
+def sample_corpus(sample: Sample) -> CorpusStats:
+    """Term statistics of the whole sample, as a store holding it would have them."""
+    corpus = CorpusStats()
+    corpus.add_texts((p.store_id, p.title, p.abstract) for p in sample.papers)  # type: ignore[misc]
+    return corpus
 
 
 def make_pools(sample: Sample, category: str, count: int, size: int, min_positives: int,
@@ -141,10 +147,12 @@ def tfidf_method(sample: Sample, **options: object) -> Method:
     return run
 
 
-def ours_method(sample: Sample, corpus: CorpusStats, settings: SelectSettings, embedder: object = None) -> Method:
+def ours_method(sample: Sample, corpus: CorpusStats, settings: SelectSettings, embedder: object = None,
+                background: bool = True, dense: object = None) -> Method:
     def run(pool: list[Paper], category: str, _: random.Random) -> list[Paper]:
         subscriber = Subscriber(email="bench@example.org", interests=(Interest(category, tuple(PROFILES[category])),))
-        ranked = rank(Pool(pool, corpus, embedder=embedder), subscriber,  # type: ignore[arg-type]
+        ranked = rank(Pool(pool, corpus, embedder=embedder, background=background, dense=dense),  # type: ignore[arg-type]
+                      subscriber,
                       day=DAY, settings=settings, limit=10)
         return [r.paper for r in ranked]
     return run
@@ -211,9 +219,9 @@ def semantic_embedder(choice: str, cache: Path) -> object | None:
 
 
 def evaluate(methods: dict[str, Method], pools: dict[str, list[list[Paper]]],
-             seed: int) -> dict[str, dict[str, tuple[float, float]]]:
-    """Mean (precision@10, nDCG@10) per category and method."""
-    results: dict[str, dict[str, tuple[float, float]]] = {}
+             seed: int) -> dict[str, dict[str, np.ndarray]]:
+    """Per category and method, (precision@10, nDCG@10) of every pool: an array of shape (pools, 2)."""
+    results: dict[str, dict[str, np.ndarray]] = {}
     for category, cat_pools in pools.items():
         results[category] = {}
         for name, method in methods.items():
@@ -223,33 +231,94 @@ def evaluate(methods: dict[str, Method], pools: dict[str, list[list[Paper]]],
                 relevant = {p.store_id for p in pool if category in p.categories}
                 order = [p.store_id for p in method(pool, category, rng)]
                 scores.append(precision_ndcg(order, relevant))  # type: ignore[arg-type]
-            results[category][name] = (float(np.mean([p for p, _ in scores])), float(np.mean([n for _, n in scores])))
-        row = "  ".join(f"{m} {p:.2f}/{n:.3f}" for m, (p, n) in results[category].items())
+            results[category][name] = np.array(scores)
+        row = "  ".join(f"{m} {v[:, 0].mean():.2f}/{v[:, 1].mean():.3f}" for m, v in results[category].items())
         print(f"  {category}: {row}", file=sys.stderr, flush=True)
     return results
 
 
-def report(results: dict[str, dict[str, tuple[float, float]]], pools: dict[str, list[list[Paper]]]) -> None:
+def _se(values: np.ndarray) -> float:
+    return float(values.std(ddof=1) / math.sqrt(len(values))) if len(values) > 1 else 0.0
+
+
+def report(results: dict[str, dict[str, np.ndarray]], pools: dict[str, list[list[Paper]]],
+           main: tuple[str, ...]) -> None:
     methods = list(next(iter(results.values())))
-    print("precision@10 / nDCG@10, mean over pools (positives: mean per pool)")
-    print(f"| category | positives | {' | '.join(methods)} |")
-    print(f"|---|---:|{'---:|' * len(methods)}")
+    print("precision@10 / nDCG@10, mean over pools (± standard error of the nDCG mean)")
+    print(f"| category | positives | {' | '.join(methods)} | hybrid − tfidf nDCG (paired) |")
+    print(f"|---|---:|{'---:|' * (len(methods) + 1)}")
     for category, row in results.items():
         positives = np.mean([sum(category in p.categories for p in pool) for pool in pools[category]])
-        cells = " | ".join(f"{p:.2f} / {n:.3f}" for p, n in row.values())
-        print(f"| {category} | {positives:.1f} | {cells} |")
-    means = {m: (np.mean([r[m][0] for r in results.values()]), np.mean([r[m][1] for r in results.values()]))
-             for m in methods}
-    print(f"| **mean** | | {' | '.join(f'{p:.2f} / {n:.3f}' for p, n in means.values())} |")
-    for name in [m for m in methods if m.startswith("ours")]:
-        wins = sum(r[name][1] > r["tfidf"][1] for r in results.values())
-        print(f"{name}: nDCG@10 above tfidf in {wins}/{len(results)} categories; "
-              f"mean precision@10 {means[name][0]:.3f} (target 0.8)")
+        cells = " | ".join(f"{v[:, 0].mean():.2f} / {v[:, 1].mean():.3f} ±{_se(v[:, 1]):.3f}" for v in row.values())
+        diff = row["hybrid"][:, 1] - row["tfidf"][:, 1]
+        print(f"| {category} | {positives:.1f} | {cells} | {diff.mean():+.3f} ±{_se(diff):.3f} |")
+    for label, cats in (("mean of the 8 main categories", [c for c in main if c in results]),
+                        ("mean of all categories", list(results))):
+        if not cats:
+            continue
+        print(f"\n{label} ({len(cats)}): pools paired across categories")
+        for name in methods:
+            p10 = np.concatenate([results[c][name][:, 0] for c in cats])
+            ndcg = np.concatenate([results[c][name][:, 1] for c in cats])
+            print(f"  {name}: P@10 {p10.mean():.3f} ±{_se(p10):.3f}, nDCG@10 {ndcg.mean():.3f} ±{_se(ndcg):.3f}")
+        for name in [m for m in methods if m not in ("random", "tfidf", "supervised")]:
+            diff = np.concatenate([results[c][name][:, 1] - results[c]["tfidf"][:, 1] for c in cats])
+            wins = sum(results[c][name][:, 1].mean() > results[c]["tfidf"][:, 1].mean() for c in cats)
+            line = (f"  {name} − tfidf: nDCG@10 {diff.mean():+.3f} ±{_se(diff):.3f} (paired), "
+                    f"above tfidf in {wins}/{len(cats)} categories")
+            if "supervised" in methods:
+                gap = np.mean([results[c]["supervised"][:, 1].mean() - results[c]["tfidf"][:, 1].mean() for c in cats])
+                line += f"; share of the tfidf → supervised gap closed: {diff.mean() / gap:.0%}" if gap > 0 else ""
+            print(line)
+    if "seeds-only" in methods:
+        cats = list(results)
+        diff = np.concatenate([results[c]["seeds-only"][:, 1] - results[c]["hybrid"][:, 1] for c in cats])
+        bare = np.concatenate([results[c]["no-bg"][:, 1] - results[c]["hybrid"][:, 1] for c in cats])
+        print(f"\ncold start (all categories, hybrid): seeds-only store − full-sample store nDCG@10 {diff.mean():+.4f} "
+              f"±{_se(diff):.4f}; without the background {bare.mean():+.4f} ±{_se(bare):.4f}")
+
+
+def floor_table(pools: dict[str, list[list[Paper]]], corpus: CorpusStats, settings: SelectSettings,
+                main: tuple[str, ...], dense: object = None) -> None:
+    """Pooled precision and recall of `relevance >= level` over every paper of every pool."""
+    counts: dict[str, np.ndarray] = {}
+    for category, cat_pools in pools.items():
+        subscriber = Subscriber(email="bench@example.org", interests=(Interest(category, tuple(PROFILES[category])),))
+        c = np.zeros((len(FLOOR_LEVELS), 3))  # passed, passed and relevant, relevant
+        for papers in cat_pools:
+            relevance = Scores(Pool(papers, corpus, dense=dense), subscriber, settings, Signals()).relevance  # type: ignore[arg-type]
+            labels = np.array([category in p.categories for p in papers])
+            for n, level in enumerate(FLOOR_LEVELS):
+                passed = relevance >= level
+                c[n] += (passed.sum(), (passed & labels).sum(), labels.sum())
+        counts[category] = c
+    kind = "hybrid (dense similarity on)" if dense is not None else "keywords alone"
+    print(f"\nfloor, {kind}: pooled precision / recall of relevance >= level (every paper of every pool)")
+    print(f"| level | {' | '.join(counts)} | 8 main | all |")
+    print(f"|---:|{'---:|' * (len(counts) + 2)}")
+    for n, level in enumerate(FLOOR_LEVELS):
+        def cell(c: np.ndarray, n: int = n) -> str:
+            return f"{c[n, 1] / max(c[n, 0], 1):.2f} / {c[n, 1] / c[n, 2]:.2f}"
+        main_sum = sum(counts[c] for c in main if c in counts)
+        print(f"| {level} | {' | '.join(cell(c) for c in counts.values())} | "
+              f"{cell(main_sum) if isinstance(main_sum, np.ndarray) else '-'} | {cell(sum(counts.values()))} |")
+
+
+def seed_corpus() -> CorpusStats:
+    """Term statistics of a store holding only the 197 seed papers (a new install)."""
+    from digest.sources import iter_paths, parse_file
+
+    papers = {}
+    for path in iter_paths([ROOT / "seeds"]):
+        for paper in parse_file(path, seen_on=DAY).papers:
+            papers.setdefault(paper.key, paper)
+    return CorpusStats.of(list(papers.values()))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=DEFAULT_DATA, help="the arXiv sample (default: $DIGEST_ARXIV_SAMPLE)")
+    parser.add_argument("--profiles", default="B", choices=sorted(SETS), help="profile set (A: tuning, B: report)")
     parser.add_argument("--pools", type=int, default=30, help="pools per category")
     parser.add_argument("--pool-size", type=int, default=300)
     parser.add_argument("--min-positives", type=int, default=20)
@@ -258,30 +327,52 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=ROOT / "bench" / "out" / "embeddings.db",
                         help="SQLite file caching paper embeddings between runs")
     parser.add_argument("--no-supervised", action="store_true", help="skip the supervised reference (faster)")
+    parser.add_argument("--feedback", action="store_true", help="the ten-day feedback curve instead")
+    parser.add_argument("--floor", action="store_true", help="only the floor tables (hybrid and keywords alone)")
     parser.add_argument("--scale", action="store_true", help="time ranking for many subscribers instead")
-    parser.add_argument("--subscribers", type=int, default=100_000)
+    parser.add_argument("--subscribers", type=int, default=None, help="--scale: 100000; --feedback: 4 per category")
     parser.add_argument("--papers", type=int, default=1000)
+    parser.add_argument("--categories", nargs="*", help="only these categories (--feedback: default the 8 main ones)")
     args = parser.parse_args()
+    PROFILES.clear()
+    PROFILES.update({c: k for c, k in SETS[args.profiles].items() if not args.categories or c in args.categories})
     sample = load(args.data)
     if args.scale:
         from scale import run_scale
 
-        run_scale(sample.papers, args.papers, args.subscribers, args.seed)
+        run_scale(sample.papers, args.papers, args.subscribers or 100_000, args.seed)
         return
-    corpus = CorpusStats()
-    corpus.add_texts((p.store_id, p.title, p.abstract) for p in sample.papers)  # type: ignore[misc]
+    corpus = sample_corpus(sample)
+    settings = SelectSettings()
+    if args.feedback:
+        from feedback import feedback_curve
+
+        feedback_curve(sample, corpus, settings, args.subscribers or 4, args.seed, args.categories or MAIN,
+                       with_supervised=not args.no_supervised)
+        return
     rng = random.Random(args.seed)
     pools = {c: make_pools(sample, c, args.pools, args.pool_size, args.min_positives, rng) for c in PROFILES}
-    settings = SelectSettings()
-    methods: dict[str, Method] = {"random": random_method, "newest": newest_method,
-                                  "tfidf": tfidf_method(sample), "ours": ours_method(sample, corpus, settings)}
+    seeds = seed_corpus()
+    from digest.select.dense import DenseEmbedder
+
+    dense = DenseEmbedder()
+    if args.floor:
+        floor_table(pools, corpus, settings, MAIN, dense)
+        floor_table(pools, corpus, replace(settings, dense_weight=0.0), MAIN)
+        return
+    methods: dict[str, Method] = {"random": random_method, "tfidf": tfidf_method(sample),
+                                  "ours": ours_method(sample, corpus, settings),
+                                  "hybrid": ours_method(sample, corpus, settings, dense=dense)}
     embedder = semantic_embedder(args.semantic, args.cache)
     if embedder is not None:
-        sem = replace(settings, semantic_weight=SEMANTIC_WEIGHT)
-        methods["ours+sem"] = ours_method(sample, corpus, sem, embedder)
+        methods["ours+sem"] = ours_method(sample, corpus, replace(settings, semantic_weight=SEMANTIC_WEIGHT), embedder)
+    methods["seeds-only"] = ours_method(sample, seeds, settings, dense=dense)
+    methods["no-bg"] = ours_method(sample, seeds, settings, background=False, dense=dense)
     if not args.no_supervised:
         methods["supervised"] = supervised_method(sample, pools)
-    report(evaluate(methods, pools, args.seed), pools)
+    print(f"profiles {args.profiles}, seed {args.seed}, {args.pools} pools of {args.pool_size} per category")
+    report(evaluate(methods, pools, args.seed), pools, MAIN)
+    floor_table(pools, corpus, settings, MAIN, dense)
 
 
 if __name__ == "__main__":

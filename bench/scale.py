@@ -2,10 +2,14 @@
 
 Subscribers have 1–3 interests from the topic table, each a random subset of its keywords plus one
 word of their own drawn from the 5,000 commonest title words (so distinct keywords number in the
-thousands, as real profiles would). Every tenth subscriber is trending-only. Timed: building the pool
-index, then `rank_many` (the sparse products and the top 10 per subscriber) for the first 10,000
-subscribers and for all of them; memory: the peak traced by tracemalloc during each ranking
-(numpy and scipy report their buffers to it) and the process's peak resident size.
+thousands, as real profiles would). Every tenth subscriber is trending-only. Half of those with
+interests have clicked: they carry a learned model (`learn.FeedbackModel`, MAX_TERMS weights over
+terms of the pool, as a model learned from their clicks would have) and a few received papers.
+Timed: building the pool index, then `rank_many` (the sparse products, the calibration, the learned
+models, the top 10 per subscriber) for the first 10,000 subscribers and for all of them; memory:
+the peak traced by tracemalloc during a second run of each ranking (numpy and scipy report their
+buffers to it; tracing slows Python down, so the timed run is untraced) and the process's peak
+resident size.
 """
 
 from __future__ import annotations
@@ -16,11 +20,15 @@ import time
 import tracemalloc
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import date
 
+import numpy as np
+
 from digest.models import Interest, Paper, Subscriber
-from digest.select import CorpusStats, Pool, SelectSettings
+from digest.select import CorpusStats, Pool, SelectSettings, Signals
 from digest.select.batch import rank_many
+from digest.select.learn import MAX_TERMS, FeedbackModel
 from digest.select.text import words
 
 DAY = date(2026, 7, 1)
@@ -53,15 +61,34 @@ def make_subscribers(n: int, vocabulary: Sequence[str], seed: int) -> list[Subsc
     return out
 
 
-def timed_rank(pool: Pool, subscribers: list[Subscriber], settings: SelectSettings) -> tuple[float, int]:
-    """Seconds to rank and the peak traced memory (bytes) of that ranking."""
-    tracemalloc.start()
+def make_signals(subscribers: Sequence[Subscriber], pool: Pool, seed: int) -> dict[str, Signals]:
+    """A learned model and a few received papers for every other subscriber with interests."""
+    rng = np.random.default_rng(seed)
+    cols = pool.index(SelectSettings().title_weight).cols
+    out = {}
+    for n, sub in enumerate(subscribers):
+        if sub.interests and n % 2:
+            model = FeedbackModel(np.sort(rng.choice(cols, MAX_TERMS, replace=False)).astype(np.int32),
+                                  rng.normal(0, 1, MAX_TERMS).astype(np.float32), -1.0, int(rng.integers(1, 40)))
+            received = frozenset(int(i) for i in rng.choice(len(pool), 5) + 1)
+            out[sub.email] = Signals(received=received, model=model)
+    return out
+
+
+def timed_rank(pool: Pool, subscribers: list[Subscriber], settings: SelectSettings,
+               signals: dict[str, Signals]) -> tuple[float, int]:
+    """Seconds to rank (untraced) and the peak traced memory (bytes) of a second, traced ranking.
+
+    tracemalloc slows every Python allocation down, so time and memory are measured in two runs.
+    """
     start = time.perf_counter()
-    top = rank_many(pool, subscribers, day=DAY, settings=settings, k=10)
+    top = rank_many(pool, subscribers, day=DAY, settings=settings, k=10, signals=signals)
     seconds = time.perf_counter() - start
+    assert top.papers.shape == (len(subscribers), 10)
+    tracemalloc.start()
+    rank_many(pool, subscribers, day=DAY, settings=settings, k=10, signals=signals)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    assert top.papers.shape == (len(subscribers), 10)
     return seconds, peak
 
 
@@ -74,17 +101,19 @@ def run_scale(papers: list[Paper], n_papers: int, n_subscribers: int, seed: int)
     subscribers = make_subscribers(n_subscribers, vocabulary, seed)
     settings = SelectSettings()
     start = time.perf_counter()
-    pool = Pool(rng.sample(papers, n_papers), corpus)
+    chosen = [replace(p, store_id=n + 1) for n, p in enumerate(rng.sample(papers, n_papers))]
+    pool = Pool(chosen, corpus)
     pool.index(settings.title_weight)
     build = time.perf_counter() - start
+    signals = make_signals(subscribers, pool, seed)
     small = subscribers[: n_subscribers // 10]
-    timed_rank(pool, small[:100], settings)  # warm up the keyword cache of the analyzer
-    small_seconds, small_peak = timed_rank(pool, small, settings)
-    big_seconds, big_peak = timed_rank(pool, subscribers, settings)
+    timed_rank(pool, small[:100], settings, signals)  # warm up the keyword cache of the analyzer
+    small_seconds, small_peak = timed_rank(pool, small, settings, signals)
+    big_seconds, big_peak = timed_rank(pool, subscribers, settings, signals)
     interests = sum(len(s.interests) for s in subscribers)
     keywords = len({k for s in subscribers for i in s.interests for k in i.keywords})
     print(f"pool: {n_papers} papers (index built in {build:.2f} s); {n_subscribers} subscribers, "
-          f"{interests} interests, {keywords} distinct keywords")
+          f"{interests} interests, {keywords} distinct keywords, {len(signals)} learned models")
     print(f"rank_{len(small)}_seconds: {small_seconds:.2f}")
     print(f"rank_{n_subscribers}_seconds: {big_seconds:.2f}")
     print(f"ratio: {big_seconds / small_seconds:.1f} (for {n_subscribers // len(small)}x the subscribers)")

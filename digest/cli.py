@@ -433,11 +433,15 @@ def _ranked_text(r: Ranked) -> str:
     paper, parts = r.paper, r.parts
     ref = paper.arxiv_id or (f"#{paper.store_id}" if paper.store_id else "-")
     mark = "✓" if r.passes_floor else "·"
-    split = ", ".join(f"{k} {v:.2f}" for k, v in parts.items()
-                      if k not in ("trend", "recency", "boost") and v)
+    raw = ", ".join(f"{k} {parts[k]:.2f}" for k in ("keywords", "description", "seeds", "semantic") if parts.get(k))
+    learned = (f"; learned model {parts['feedback']:.2f} at share {parts['feedback_share']:.2f}"
+               if parts.get("feedback_share") else "")
+    dense = f", dense {parts['dense']:+.2f} log-odds" if parts.get("dense") else ""
+    lexical = (f"profile {parts['lexical']:.2f} from {raw or 'no match'} (unit {parts.get('unit', 0):.2f}){dense}"
+               if "lexical" in parts else "no interests")
     boosts = f"trend {parts.get('trend', 0):.2f}, recency {parts.get('recency', 0):.2f}"
-    return (f"{r.rank:3d}. {r.score:8.2f} {mark} [{r.section}] {ref}  {' '.join(paper.title.split())}\n"
-            f"      relevance {r.relevance:.2f} ({split or 'none'}); {boosts}\n"
+    return (f"{r.rank:3d}. {r.score:6.3f} {mark} [{r.section}] {ref}  {' '.join(paper.title.split())}\n"
+            f"      relevance {r.relevance:.3f}: {lexical}{learned}; {boosts}\n"
             f"      matched: {', '.join(r.reasons) or '-'}")
 
 
@@ -457,8 +461,8 @@ def cmd_rank(config: Config, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([_ranked_json(r) for r in ranked], ensure_ascii=False, indent=1))
         return EXIT_OK
-    print(f"{subscriber.email} on {day}: {len(ranked)} papers, ✓ = passes the relevance floor "
-          f"{app.settings.relevance_floor:g}")
+    print(f"{subscriber.email} on {day}: {len(ranked)} papers; relevance = estimated probability of being on "
+          f"topic, ✓ = at least select.min_relevance {app.settings.min_relevance:g}")
     for r in ranked:
         print(_ranked_text(r))
     return EXIT_OK

@@ -30,6 +30,7 @@ class Setting:
     choices: tuple[str, ...] = ()
     path: bool = False  # resolved relative to the config file's folder
     minimum: float | None = None  # numbers below it are rejected
+    maximum: float | None = None  # numbers above it are rejected
 
     @property
     def name(self) -> str:
@@ -116,9 +117,10 @@ SETTINGS: tuple[Setting, ...] = (
             "Environment variable holding the key that signs link tokens. Unset: a key kept in the database."),
     Setting("select", "window_days", int, 7,
             "A paper is new for this many days after it first reaches the store."),
-    Setting("select", "relevance_floor", (int, float), 12.0,
-            "Minimum relevance to be picked (BM25 units: one mention of a distinctive keyword in an abstract scores "
-            "about 8, in a title about 13)."),
+    Setting("select", "min_relevance", (int, float), 0.5,
+            "Minimum relevance to be picked: the estimated probability that a paper is on the interest's topic "
+            "(0 to 1). In the ranking benchmark, 0.5 let through 49% of the relevant papers, 73% of what it let "
+            "through being relevant; 0.6 let through 37% at 77%.", minimum=0, maximum=1),
     Setting("select", "title_weight", (int, float), 3.0,
             "How much more a term in the title counts than one in the abstract."),
     Setting("select", "upvote_weight", (int, float), 0.5,
@@ -132,12 +134,14 @@ SETTINGS: tuple[Setting, ...] = (
             "How much each word of an interest's `description` counts next to a keyword (1)."),
     Setting("select", "seed_weight", (int, float), 3.0,
             "Weight of the similarity to an interest's `seed_papers` (Rocchio: their centroid joins the query)."),
-    Setting("select", "liked_weight", (int, float), 3.0,
-            "Rocchio β: weight of the centroid of papers the subscriber marked `--more`."),
-    Setting("select", "disliked_weight", (int, float), 3.0,
-            "Rocchio γ: weight subtracted for the centroid of papers marked `--less`."),
+    Setting("select", "feedback_clicks", (int, float), 10.0,
+            "Feedback marks (more + less) at which the subscriber's learned model counts as much as their keywords; "
+            "with fewer it counts less, with many more it decides.", minimum=0),
     Setting("select", "diversity", (int, float), 0.3,
             "Maximal marginal relevance: 0 ranks by score alone; higher keeps near-duplicates apart."),
+    Setting("select", "dense_weight", (int, float), 0.5,
+            "Weight of the built-in dense similarity (WordLlama static embeddings, standardised over the day's "
+            "papers) in each interest's log-odds; 0 turns it off.", minimum=0),
     Setting("select", "semantic_weight", (int, float), 0.0,
             "Weight of sentence-embedding similarity (needs the `semantic` extra); 0 turns it off."),
     Setting("schedule", "fetch_cron", str, "0 * * * *",
@@ -172,6 +176,14 @@ SOURCE_FIELDS: tuple[Setting, ...] = (
 )
 
 
+# Settings that were removed, and what to write instead.
+REMOVED = {
+    "select.relevance_floor": "it was a BM25 score; use select.min_relevance, a probability from 0 to 1 "
+                              "(0.5 is the default, see the README)",
+    "select.liked_weight": "feedback is a learned model now; select.feedback_clicks sets how fast it takes over",
+    "select.disliked_weight": "feedback is a learned model now; select.feedback_clicks sets how fast it takes over",
+}
+
 _TYPE_NAMES = {str: "a string", int: "a whole number", list: "a list", bool: "true or false"}
 
 
@@ -193,6 +205,8 @@ def _check_type(setting: Setting, value: Any, where: str) -> Any:
         raise ConfigError(f"{where}: {setting.name} must be one of {', '.join(setting.choices)}, not {value!r}")
     if setting.minimum is not None and value < setting.minimum:
         raise ConfigError(f"{where}: {setting.name} must be at least {setting.minimum:g}, not {value!r}")
+    if setting.maximum is not None and value > setting.maximum:
+        raise ConfigError(f"{where}: {setting.name} must be at most {setting.maximum:g}, not {value!r}")
     return value
 
 
@@ -209,6 +223,8 @@ def _validate(raw: dict[str, Any], where: str) -> dict[str, dict[str, Any]]:
         keys = [s.key for s in SETTINGS if s.section == section]
         for key, value in table.items():
             setting = _find(section, key)
+            if f"{section}.{key}" in REMOVED:
+                raise ConfigError(f"{where}: {section}.{key} is no longer a setting: {REMOVED[f'{section}.{key}']}")
             if setting is None:
                 raise ConfigError(f"{where}: unknown setting {section}.{key}{_hint(key, keys)}")
             values.setdefault(section, {})[key] = _check_type(setting, value, where)

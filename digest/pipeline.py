@@ -25,7 +25,10 @@ from .mail import build_message, message_id
 from .models import Digest, Links, Paper, RecordError, Subscriber
 from .render import Renderer
 from .schedule import Slot
-from .select import CorpusStats, Pool, Ranked, SelectSettings, Signals, rank, select_digest
+from .select import CorpusStats, Pool, Ranked, SelectSettings, Signals, rank, select_digest, select_many
+from .select.corpus import background
+from .select.dense import DenseEmbedder
+from .select.learn import with_models
 from .sending import (
     KEEP_OUTCOMES,
     Blocked,
@@ -85,7 +88,9 @@ class App:
             from .select.semantic import SentenceEmbedder  # the optional extra: imported only when asked for
 
             self.embedder = SentenceEmbedder(self.store)
+        self.dense = DenseEmbedder(self.store) if self.settings.dense_weight else None  # loaded on first use
         self._corpus: CorpusStats | None = None
+        self._pool_corpus: CorpusStats | None = None
         self.retry = RetryPolicy(config.delivery.attempts, float(config.delivery.retry_delay))
         self._transport = transport
 
@@ -150,7 +155,7 @@ class App:
         """The day's candidates (or the given papers) analysed once for every subscriber."""
         if papers is None:
             papers = self.store.candidates(day, self.config.select.window_days)
-        return Pool(papers, self.corpus(), embedder=self.embedder)
+        return Pool(papers, self.corpus(), embedder=self.embedder, dense=self.dense)
 
     def signals(self, subscribers: Sequence[Subscriber], day: date,
                 received: dict[str, set[int]] | None = None) -> dict[str, Signals]:
@@ -170,7 +175,14 @@ class App:
                 liked=tuple(marked[i] for i, v in sorted(votes.items()) if v > 0 and i in marked),
                 disliked=tuple(marked[i] for i, v in sorted(votes.items()) if v < 0 and i in marked),
                 seeds={r: seeds[r] for i in sub.interests for r in i.seed_papers if r in seeds})
-        return out
+        return with_models(out, subscribers, self.store, self.pool_corpus(), title_weight=self.settings.title_weight,
+                           dense=self.dense)
+
+    def pool_corpus(self) -> CorpusStats:
+        """The store's term statistics blended with the shipped background, as a pool sees them (once per run)."""
+        if self._pool_corpus is None:
+            self._pool_corpus = self.corpus().blended(background())
+        return self._pool_corpus
 
     def links(self, subscriber: Subscriber) -> Links:
         return self.links_for(subscriber.email)
@@ -196,6 +208,11 @@ class App:
             known = {subscriber.email: received} if received is not None else None
             signals = self.signals([subscriber], day, known)[subscriber.email]
         digest = select_digest(pool, subscriber, day=day, settings=self.settings, signals=signals)
+        return self.finish(digest, pool, signals, test_to=test_to)
+
+    def finish(self, digest: Digest, pool: Pool, signals: Signals, *, test_to: str | None = None) -> Composed:
+        """Render a selected digest and build its message (the quiet-day email when it is empty and asked for)."""
+        subscriber, day = digest.subscriber, digest.date
         if not digest.count and subscriber.interests and self.config.delivery.quiet_days == "trending":
             digest = self._quiet_day(pool, subscriber, day, signals)
         if test_to is not None:
@@ -297,19 +314,38 @@ class App:
         return self.dkim(data) if self.dkim else data
 
     def composer(self, pool: Pool) -> Composer:
-        """Compose a batch of subscribers' digests from one pool (their signals read in a few queries)."""
+        """Compose a batch of subscribers' digests from one pool: their signals read in a few queries, the pool
+        ranked for the whole batch at once (`select_many`), then each digest rendered."""
         def compose(subscribers: Sequence[Subscriber], day: date) -> Iterator[Composed | Exception]:
             try:
                 signals = self.signals(subscribers, day)
             except Exception as exc:  # noqa: BLE001 - every digest of the batch fails with it, the run goes on
                 yield from (exc for _ in subscribers)
                 return
-            for subscriber in subscribers:
+            for subscriber, digest in zip(subscribers, self._select(pool, subscribers, day, signals), strict=True):
                 try:
-                    yield self.compose(subscriber, day, pool, signals=signals[subscriber.email])
+                    if isinstance(digest, Exception):
+                        raise digest
+                    yield self.finish(digest, pool, signals[subscriber.email])
                 except Exception as exc:  # noqa: BLE001 - one broken digest must not stop the others
                     yield exc
         return compose
+
+    def _select(self, pool: Pool, subscribers: Sequence[Subscriber], day: date,
+                signals: dict[str, Signals]) -> list[Digest | Exception]:
+        """The batch's digests, ranked together; if that fails, one by one, so only the broken one fails."""
+        try:
+            return list(select_many(pool, subscribers, day=day, settings=self.settings, signals=signals))
+        except Exception:  # noqa: BLE001 - found again below, subscriber by subscriber
+            log.debug("ranking the batch together failed; ranking it one by one", exc_info=True)
+        out: list[Digest | Exception] = []
+        for subscriber in subscribers:
+            try:
+                out.append(select_digest(pool, subscriber, day=day, settings=self.settings,
+                                         signals=signals[subscriber.email]))
+            except Exception as exc:  # noqa: BLE001 - this subscriber's digest fails, the others go on
+                out.append(exc)
+        return out
 
     def blocked(self, day: date) -> Callable[[Sequence[str]], Blocked]:
         """Who of some subscribers gets nothing on `day`: suppressed, or paused on the preferences page."""

@@ -62,21 +62,27 @@ def test_word_forms_match():
 
 
 def test_relevant_first_unrelated_and_excluded_dropped(corpus):
-    """Matching papers are picked best first; an unrelated paper and an excluded one are not."""
+    """Matching papers are picked best first; unrelated, excluded and barely matching papers are not."""
     digest = select_digest(Pool(POOL, corpus), ADA, day=DAY, received=set(), settings=SETTINGS)
     picked = titles(digest)
-    assert set(picked) == {POOL[0].title, POOL[2].title, POOL[3].title}
+    assert {POOL[0].title, POOL[2].title, POOL[3].title} <= set(picked)
+    assert not {POOL[1].title, POOL[4].title, POOL[6].title} & set(picked)  # sheep, excluded, two stray words
     for section in digest.sections:
         section_scores = [i.score for i in section.items]
         assert section_scores == sorted(section_scores, reverse=True)
 
 
 def test_relevance_floor_holds(corpus):
-    """A single passing mention in the abstract is below the floor; lowering the floor admits it."""
-    strict = select_digest(Pool(POOL, corpus), ADA, day=DAY, received=set(), settings=SETTINGS)
-    assert "Graph neural networks" not in titles(strict)
-    loose = select_digest(Pool(POOL, corpus), ADA, day=DAY, received=set(),
-                          settings=SelectSettings(relevance_floor=1.0))
+    """One passing mention of a keyword in an abstract sits near the middle of the calibrated scale:
+    min_relevance 0.5 admits it, 0.7 does not, while papers matching keywords in their titles pass both."""
+    ranked = {r.paper.store_id: r.relevance for r in rank(Pool(POOL, corpus), ADA, day=DAY, settings=SETTINGS,
+                                                           limit=7)}
+    assert 0.5 <= ranked[6] < 0.7
+    assert min(ranked[1], ranked[3], ranked[4]) >= 0.8
+    assert ranked[2] < 0.01  # nothing in common: near zero, never negative
+    strict = select_digest(Pool(POOL, corpus), ADA, day=DAY, settings=replace(SETTINGS, min_relevance=0.7))
+    assert set(titles(strict)) == {POOL[0].title, POOL[2].title, POOL[3].title}
+    loose = select_digest(Pool(POOL, corpus), ADA, day=DAY, settings=SETTINGS)
     assert "Graph neural networks" in titles(loose)
 
 
@@ -112,7 +118,8 @@ def test_phrase_outranks_its_words(corpus):
 def test_nothing_already_received_is_repeated(corpus):
     """Papers the subscriber already received are never picked again."""
     digest = select_digest(Pool(POOL, corpus), ADA, day=DAY, received={1, 4}, settings=SETTINGS)
-    assert titles(digest) == [POOL[2].title]
+    assert POOL[2].title in titles(digest)
+    assert not {POOL[0].title, POOL[3].title} & set(titles(digest))
 
 
 def test_upvotes_break_ties_between_equal_matches(corpus):
@@ -139,7 +146,7 @@ def test_weights_order_sections(corpus):
         Interest("GPU kernels", ("CUDA", "kernel", "Triton"), weight=0.1),
         Interest("LLM serving", ("KV cache", "LLM serving"), weight=5.0)))
     digest = select_digest(Pool(POOL, corpus), heavy, day=DAY, received=set(),
-                           settings=replace(SETTINGS, relevance_floor=0.5))
+                           settings=replace(SETTINGS, min_relevance=0.05))
     assert digest.sections[0].name == "LLM serving"
 
 
@@ -162,7 +169,7 @@ def test_limit_ignores_floor_and_marks_it(corpus):
     sub = replace(ADA, max_papers=1)
     ranked = rank(Pool(POOL, corpus), sub, day=DAY, settings=SETTINGS, limit=5)
     assert len(ranked) == 5 and [r.rank for r in ranked] == [1, 2, 3, 4, 5]
-    assert [r.passes_floor for r in ranked] == [True, True, True, False, False]
+    assert [r.passes_floor for r in ranked] == [True, True, True, True, False]
     assert all(a.score >= b.score for a, b in zip(ranked, ranked[1:], strict=False) if b.score > 0)
     assert {"keywords", "trend", "recency", "boost"} <= set(ranked[0].parts)
 
@@ -173,9 +180,9 @@ def test_store_statistics_change_the_weights():
     sub = Subscriber(email="x@example.org", interests=(Interest("t", ("diffusion", "pruning")),))
     common = [paper(100 + n, f"Diffusion study {n}", "diffusion model") for n in range(50)]
     stats = CorpusStats.of(common + pool)
-    ranked = rank(Pool(pool, stats), sub, day=DAY, settings=SETTINGS, limit=2)
+    ranked = rank(Pool(pool, stats, background=False), sub, day=DAY, settings=SETTINGS, limit=2)
     assert [r.paper.store_id for r in ranked] == [2, 1]
-    assert ranked[0].relevance > 2 * ranked[1].relevance
+    assert ranked[0].relevance > 0.8 and ranked[1].relevance < 0.5
 
 
 def test_many_units_at_once_equal_one_at_a_time(corpus):
@@ -206,5 +213,5 @@ def test_many_subscribers_at_once_agree_with_one_at_a_time(corpus):
         assert one  # every profile here matches something
         n = len(one)  # papers scoring 0 tie, in any order
         assert [pool.papers[i].store_id for i in top.papers[row][:n]] == [r.paper.store_id for r in one]
-        assert np.allclose(top.scores[row][:n], [r.score for r in one], rtol=1e-4)
+        assert np.allclose(top.scores[row][:n], [r.score for r in one], rtol=1e-4, atol=1e-6)
         assert list(top.passes[row][:n]) == [r.passes_floor for r in one]

@@ -1,23 +1,26 @@
 """Selection: score a pool of papers against a subscriber's profile, pick, group and explain.
 
 `Pool` analyses one day's papers once; `rank` orders them for one subscriber (with the parts of
-every score); `select_digest` turns the picks into a `Digest`. The formula is in `rank.py`.
+every score); `select_digest` turns the picks into a `Digest`; `select_many` does it for a batch of
+subscribers, finding each one's candidates with the vectorised `rank_many` first. The formula is in
+`rank.py`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import date
 
 from ..models import Digest, Item, Section, Subscriber
+from .batch import rank_many
 from .corpus import CorpusStats
 from .pool import Embedder, Pool
 from .profile import Signals
-from .rank import LIKED_SECTION, TRENDING_SECTION, Ranked, SelectSettings, rank
+from .rank import LIKED_SECTION, MMR_WINDOW, TRENDING_SECTION, Ranked, SelectSettings, rank
 from .text import tokens
 
 __all__ = ["LIKED_SECTION", "TRENDING_SECTION", "CorpusStats", "Embedder", "Pool", "Ranked", "SelectSettings",
-           "Signals", "group", "rank", "select_digest", "tokens"]
+           "Signals", "group", "rank", "select_digest", "select_many", "tokens"]
 
 
 def group(ranked: Iterable[Ranked]) -> tuple[Section, ...]:
@@ -37,3 +40,38 @@ def select_digest(pool: Pool, subscriber: Subscriber, *, day: date, settings: Se
         signals = Signals(signals.received | frozenset(received), signals.liked, signals.disliked, signals.seeds)
     picks = rank(pool, subscriber, day=day, settings=settings, signals=signals, parts=False)
     return Digest(subscriber, day, group(picks), trending=not subscriber.interests)
+
+
+def candidate_window(wanted: int) -> int:
+    """How many eligible candidates a digest of `wanted` papers can draw its picks from.
+
+    Diversity re-ranks the best max(MMR_WINDOW × wanted, wanted + 5) and drops near-duplicates
+    among them, whose places are filled from the next `wanted` at most.
+    """
+    return max(MMR_WINDOW * wanted, wanted + 5) + wanted
+
+
+def select_many(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, settings: SelectSettings,
+                signals: Mapping[str, Signals]) -> list[Digest]:
+    """`select_digest` for a batch of subscribers, the same picks, the candidates found for all at once.
+
+    `rank_many` scores the pool for the whole batch as matrix products (seed papers, learned models,
+    the floor and what is blocked included) and keeps each subscriber's best `candidate_window`
+    papers; diversity, sections and reasons are then worked out per digest on those candidates only.
+    """
+    ranked = [s for s in subscribers if s.interests]
+    if settings.semantic_weight and pool.embedder is not None:
+        top = None  # embeddings are not in the batch product: each digest ranks the whole pool
+    else:
+        wanted = max((s.max_papers for s in ranked), default=1)
+        top = rank_many(pool, ranked, day=day, settings=settings, k=candidate_window(wanted), signals=signals,
+                        ties=True)
+    row = {s.email: n for n, s in enumerate(ranked)}
+    out = []
+    for subscriber in subscribers:
+        sig = signals.get(subscriber.email, Signals())
+        within = top.candidates[row[subscriber.email]] if top is not None and subscriber.email in row else None
+        picks = rank(pool, subscriber, day=day, settings=settings, signals=sig, parts=False,
+                     within=within)  # type: ignore[arg-type]
+        out.append(Digest(subscriber, day, group(picks), trending=not subscriber.interests))
+    return out

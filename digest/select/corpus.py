@@ -4,6 +4,13 @@ A keyword's weight depends on how rare it is, and a day's pool of a few hundred 
 to say that: *diffusion* may be in a third of today's papers and still be a distinctive word. So
 the inverse document frequencies come from every paper in the store. They are kept in the store as
 one cached blob and brought up to date with the papers added since, once per run.
+
+A new install's store holds a few hundred papers, too few to say which words are rare. So the
+package ships background statistics (`digest/data/background.npz`, document frequencies of 45,256
+arXiv papers, built by `bench/build_background.py`), and `blended` adds them to the store's with a
+weight that shrinks as the store grows: the background counts as BACKGROUND_DOCS × K / (K + N)
+documents for a store of N papers (K = BACKGROUND_HALF), so a store of K papers weighs as much as
+half the background, and a store of ten times K takes over.
 """
 
 from __future__ import annotations
@@ -11,6 +18,8 @@ from __future__ import annotations
 import io
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
 
 import numpy as np
 import scipy.sparse as sp
@@ -20,6 +29,8 @@ from .text import ANALYZER_VERSION, N_FEATURES, count_matrix
 
 BM25_K1 = 1.2  # term-frequency saturation: the 2nd mention adds less than the 1st, the 5th little
 BM25_B = 0.75  # how much a long abstract's counts are discounted
+BACKGROUND_DOCS = 45_256  # documents the shipped background statistics count at most (a fresh store)
+BACKGROUND_HALF = 20_000  # store size at which the background weighs half as much as on a fresh install
 
 
 @dataclass(frozen=True)
@@ -108,21 +119,43 @@ class CorpusStats:
             self._idf = np.log1p((self.n_docs - df + 0.5) / (df + 0.5))
         return self._idf
 
-    def to_bytes(self) -> bytes:
-        """A compact serialisation (only the non-zero frequencies)."""
-        nz = np.flatnonzero(self.df).astype(np.int32)
+    def to_bytes(self, min_df: int = 1) -> bytes:
+        """A compact serialisation: the frequencies of terms in at least `min_df` papers, columns as gaps."""
+        nz = np.flatnonzero(self.df >= min_df)
+        df = self.df[nz]
         buf = io.BytesIO()
-        np.savez_compressed(buf, cols=nz, df=self.df[nz], meta=np.array(
+        np.savez_compressed(buf, gaps=np.diff(nz, prepend=0).astype(np.uint32),
+                            df=df.astype(np.uint16 if df.max(initial=0) < 2**16 else np.int32), meta=np.array(
             [self.n_docs, self.title_terms, self.abstract_terms, self.max_id], dtype=np.float64))
         return buf.getvalue()
+
+    def blended(self, background: CorpusStats | None) -> CorpusStats:
+        """These statistics with the background's added, weighted down as this store grows (see the module doc)."""
+        if background is None or not background.n_docs:
+            return self
+        docs = BACKGROUND_DOCS * BACKGROUND_HALF / (BACKGROUND_HALF + self.n_docs)
+        share = min(docs / background.n_docs, 1.0)
+        df = self.df + np.rint(background.df * share).astype(np.int32)
+        return CorpusStats(df, self.n_docs + round(background.n_docs * share),
+                           self.title_terms + background.title_terms * share,
+                           self.abstract_terms + background.abstract_terms * share, self.max_id)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> CorpusStats:
         with np.load(io.BytesIO(data)) as saved:
             df = np.zeros(N_FEATURES, dtype=np.int32)
-            df[saved["cols"]] = saved["df"]
+            cols = np.cumsum(saved["gaps"], dtype=np.int64) if "gaps" in saved else saved["cols"]
+            df[cols] = saved["df"]
             n_docs, title_terms, abstract_terms, max_id = saved["meta"].tolist()
         return cls(df, int(n_docs), title_terms, abstract_terms, int(max_id))
+
+
+@lru_cache(maxsize=1)
+@lru_cache(maxsize=1)
+def background() -> CorpusStats:
+    """The shipped background statistics (document frequencies of real arXiv papers), read once per process."""
+    data = resources.files("digest.data").joinpath("background.npz").read_bytes()
+    return CorpusStats.from_bytes(data)
 
 
 def bm25_weights(fields: Fields, stats: CorpusStats, title_weight: float) -> sp.csr_matrix:

@@ -19,7 +19,8 @@ from .text import bigrams, columns, surface_forms, tokens
 if TYPE_CHECKING:
     from .rank import Scores
 
-MENTION_SHARE = 0.15  # a seed, liked paper or semantic match is named when it gives this share of the score
+MENTION_SHARE = 0.15  # a seed paper or semantic match is named when it gives this share of the raw score
+LIFT = 0.5  # a liked paper is named when the learned model lifts the log-odds by this much
 TITLE_CHARS = 60
 
 
@@ -58,24 +59,29 @@ class Explainer:
         return part.coef * float(self.index.scores(part.unit)[i])
 
     def parts(self, i: int) -> dict[str, float]:
-        """The relevance of paper i split into keywords, description, seeds, semantic and feedback."""
+        """Paper i's raw score split into keywords, description, seeds and semantic (BM25 units), the
+        interest's unit, the dense similarity's log-odds, the relevance before feedback, and the learned
+        model's probability and share."""
         s = self.scores
         n = int(s.best[i])
         ci = s.interests[n]
-        weight = ci.interest.weight
         out = dict.fromkeys(("keywords", "description", "seeds"), 0.0)
         for part in ci.parts:
-            out[part.kind if part.kind != "keyword" else "keywords"] += weight * self._part(part, i)
-        total = float(s.interest_relevance(n)[i]) if s.semantic is not None else sum(out.values())
-        out["semantic"] = total - sum(out.values())
-        out["feedback"] = float(s.feedback_score[i])
+            out[part.kind if part.kind != "keyword" else "keywords"] += self._part(part, i)
+        out["semantic"] = float(s.raw(n)[i]) - sum(out.values()) if s.semantic is not None else 0.0
+        out["unit"] = s.units[n]
+        out["dense"] = s.settings.dense_weight * float(s.dense[n][i]) if s.dense is not None else 0.0
+        out["lexical"] = float(s.lexical_relevance[i])
+        out["feedback"] = float(1 / (1 + np.exp(-s.model_logit[i]))) if s.model is not None else 0.0
+        out["feedback_share"] = s.share
         return {k: round(v, 4) for k, v in out.items()}
 
     def reasons(self, i: int) -> tuple[str, ...]:
         """The matched keywords (strongest first), description words, and the papers it resembles."""
         s = self.scores
-        ci = s.interests[int(s.best[i])]
-        relevance = max(float(s.relevance[i]), 1e-9)
+        n = int(s.best[i])
+        ci = s.interests[n]
+        raw = max(float(s.raw(n)[i]), 1e-9)
         key = (ci.key, i)  # shared by every interest with these keywords
         reasons = self.index.memo.get(key)
         if reasons is None:
@@ -90,15 +96,14 @@ class Explainer:
             present = self.scores.pool.has_terms(i, cols)
             reasons += list(dict.fromkeys(ci.description_words[int(c)] for c in cols[present]))
         for part in ci.parts:
-            if part.kind == "seeds" and ci.interest.weight * self._part(part, i) >= MENTION_SHARE * relevance:
+            if part.kind == "seeds" and self._part(part, i) >= MENTION_SHARE * raw:
                 reasons.append(f"like seed “{_short(self._closest('seed:', ci.seed_papers, i).title)}”")
-        parts = self.parts(i) if s.semantic is not None else {}
-        if parts.get("semantic", 0.0) >= MENTION_SHARE * relevance:
-            reasons.append(f"close in meaning ({float(s.semantic[int(s.best[i])][i]):.2f})")  # type: ignore[index]
-        for part in s.feedback:
-            if part.kind == "liked" and self._part(part, i) >= MENTION_SHARE * relevance:
-                liked = self._closest("liked1:", self._liked(), i)
-                reasons.append(f"like “{_short(liked.title)}”, marked more")
+        if s.semantic is not None:
+            semantic = float(s.raw(n)[i]) - float(s.lexical[n][i])
+            if semantic >= MENTION_SHARE * raw:
+                reasons.append(f"close in meaning ({float(s.semantic[n][i]):.2f})")
+        if s.liked and s.model is not None and s.share * (s.model_logit[i] - s.lexical_logit[i]) >= LIFT:
+            reasons.append(f"like “{_short(self._closest('liked1:', self._liked(), i).title)}”, marked more")
         return tuple(reasons)
 
     def _as_matched(self, keyword: str, i: int) -> list[str]:

@@ -19,8 +19,8 @@ import scipy.sparse as sp
 from sklearn.preprocessing import normalize
 
 from ..models import Interest, Paper
-from .corpus import CorpusStats, Fields, bm25_weights
-from .text import bigrams, columns, tokens
+from .corpus import CorpusStats, Fields, background, bm25_weights
+from .text import N_FEATURES, bigrams, columns, tokens
 
 SIMILARITY_MATRIX_LIMIT = 3000  # pools up to this size keep every pair's similarity in memory
 MEMO_FLOATS = 25_000_000  # at most this many floats (200 MB) of per-interest scores are kept per pool
@@ -72,6 +72,14 @@ class Index:
         if vectors <= self._vectors_left:
             self._vectors_left -= vectors
             self.memo[key] = value
+
+    def lookup(self) -> np.ndarray:
+        """Hashed column → local column (-1: not in the pool), as one array (built on first use)."""
+        if "lookup" not in self.memo:
+            table = np.full(N_FEATURES, -1, dtype=np.int32)
+            table[self.cols] = np.arange(len(self.cols), dtype=np.int32)
+            self.memo["lookup"] = table
+        return self.memo["lookup"]  # type: ignore[no-any-return]
 
     def local(self, cols: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Keep the terms the pool has, as local column numbers."""
@@ -133,12 +141,19 @@ class Pool:
     """The papers one digest date draws from, analysed once and shared by every subscriber."""
 
     def __init__(self, papers: Sequence[Paper], corpus: CorpusStats | None = None, *,
-                 embedder: Embedder | None = None) -> None:
+                 embedder: Embedder | None = None, background: bool | CorpusStats = True,
+                 dense: Embedder | None = None) -> None:
+        """`corpus`: the store's term statistics; `background`: blend in the shipped ones (or these), or not;
+        `embedder`: sentence embeddings (the semantic extra); `dense`: the built-in static embeddings."""
         self.papers = list(papers)
         self.fields = Fields.of(self.papers)
-        self.corpus = _with_pool(corpus, self.papers, self.fields)
+        shipped = _background() if background is True else background or None
+        self.corpus = _with_pool(corpus, self.papers, self.fields).blended(shipped)
         self.index_by_id = {p.store_id: i for i, p in enumerate(self.papers) if p.store_id is not None}
         self.embedder = embedder
+        self.dense = dense
+        self._dense_papers: np.ndarray | None = None
+        self._dense: dict[Any, np.ndarray] = {}
         self._indexes: dict[float, Index] = {}
         self._boosts: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = {}
         present = self.fields.present()
@@ -193,12 +208,46 @@ class Pool:
             self._queries[key] = self._embeddings @ query
         return self._queries[key]
 
+    def dense_query(self, interest: Interest, seeds: Sequence[Paper]) -> np.ndarray:
+        """An interest's unit-length dense vector: its words, plus the mean of its seed papers'."""
+        assert self.dense is not None
+        query = self.dense.texts([interest_text(interest)])[0]
+        if seeds:
+            query = query + self.dense.papers(list(seeds)).mean(axis=0)
+        return query / (np.linalg.norm(query) or 1.0)
+
+    def dense_papers(self) -> np.ndarray | None:
+        """The pool's dense embeddings (papers × dimensions), or None without dense similarity."""
+        if self.dense is None:
+            return None
+        if self._dense_papers is None:
+            self._dense_papers = self.dense.papers(self.papers)
+        return self._dense_papers
+
+    def dense_z(self, queries: np.ndarray) -> np.ndarray:
+        """Each query's cosine similarity to every paper, standardised over the pool (papers × queries)."""
+        cos = self.dense_papers() @ queries.T  # type: ignore[operator]
+        if not len(cos):  # a day without papers
+            return cos
+        return (cos - cos.mean(axis=0)) / (cos.std(axis=0) + 1e-9)
+
+    def dense_interest(self, interest: Interest, seeds: Sequence[Paper]) -> np.ndarray:
+        """`dense_z` of one interest (cached per interest words and seeds)."""
+        key = (interest.name, interest.keywords, interest.description, tuple(p.key for p in seeds))
+        if key not in self._dense:
+            self._dense[key] = self.dense_z(self.dense_query(interest, seeds)[None, :])[:, 0]
+        return self._dense[key]
+
     def boosts(self, day: date, comment_weight: float, half_life: float) -> tuple[np.ndarray, np.ndarray]:
         """Every paper's trending and recency signal in [0, 1] (the same for every subscriber)."""
         key = (day, comment_weight, half_life)
         if key not in self._boosts:
             self._boosts[key] = (_trending(self.papers, comment_weight), _recency(self.papers, day, half_life))
         return self._boosts[key]
+
+
+def _background() -> CorpusStats:
+    return background()
 
 
 def _with_pool(corpus: CorpusStats | None, papers: Sequence[Paper], fields: Fields) -> CorpusStats:

@@ -1,16 +1,16 @@
-"""A subscriber's profile as query units: keywords, description, seed papers, and Rocchio feedback.
+"""A subscriber's profile as query units: keywords, description and seed papers.
 
 Each interest is a weighted sum of units, every unit a weighted set of terms scored with BM25F:
 
 - a keyword or phrase: its stemmed words and its bigrams (a phrase's single words count
   `PHRASE_WORD_WEIGHT`, so *speculative decoding* is about the phrase, not about every *decoding*);
 - the description: its words and bigrams, each counting `description_weight`;
-- the seed papers: the unit-length centroid of their BM25F vectors, times `seed_weight`;
-- feedback (Rocchio): `liked_weight` × centroid of papers marked *more* minus `disliked_weight` ×
-  centroid of papers marked *less*, added to every interest of the subscriber.
+- the seed papers: the unit-length centroid of their BM25F vectors, times `seed_weight`.
 
-Scoring is linear in the query vector, so adding centroids to the profile vector (Rocchio) and
-adding their similarity scores are the same thing; the parts are kept apart only to explain them.
+Each interest also has a reference score (`reference`): what one mention of a typical one of its
+keywords in an abstract scores. The calibration in `rank.py` reads a paper's score in those units,
+so a twelve-keyword interest and a three-keyword one, rare words and common ones, mean the same by
+the same number. Feedback is a learned model (`learn.py`), not part of the query.
 """
 
 from __future__ import annotations
@@ -22,10 +22,13 @@ from functools import lru_cache
 import numpy as np
 
 from ..models import Interest, Paper, normalise_title
+from .learn import FeedbackModel
 from .pool import Index, Unit
 from .text import STEM_WEIGHT, bigrams, columns, stems, surface_forms, tokens
 
 PHRASE_WORD_WEIGHT = 0.5
+DESCRIPTION_WORDS = 3.0  # a description is matched like a keyword when this many of its words are
+SEED_SIMILARITY = 0.3  # a paper like the seeds scores this share of what the seeds score themselves
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,7 @@ class Signals:
     liked: tuple[Paper, ...] = ()
     disliked: tuple[Paper, ...] = ()
     seeds: Mapping[str, Paper] = field(default_factory=dict)  # a profile's seed reference → its paper
+    model: FeedbackModel | None = None  # learned from liked, disliked and seed papers (None: learned on the pool)
 
 
 @dataclass(frozen=True)
@@ -129,13 +133,27 @@ def compile_interest(interest: Interest, index: Index, seeds: Mapping[str, Paper
     return CompiledInterest(interest, tuple(parts), words, papers)
 
 
-def feedback_parts(signals: Signals, index: Index, *, liked_weight: float,
-                   disliked_weight: float) -> tuple[Part, ...]:
-    """Rocchio's two terms: towards the papers marked more, away from those marked less."""
-    parts = []
-    if signals.liked and liked_weight:
-        parts.append(Part(papers_unit("liked:", signals.liked, index), liked_weight, "liked", "liked"))
-    if signals.disliked and disliked_weight:
-        parts.append(Part(papers_unit("disliked:", signals.disliked, index), -disliked_weight,
-                          "disliked", "disliked"))
-    return tuple(parts)
+def unit_reference(unit: Unit, kind: str, idf: np.ndarray) -> float:
+    """What one part scores on one mention in an abstract of average length (before its coefficient).
+
+    A keyword's full match scores the sum of its terms' weights × idf; a description counts as
+    matched when DESCRIPTION_WORDS of its words are; seed papers when a paper is SEED_SIMILARITY as
+    close to them as they are to themselves.
+    """
+    full = float(unit.weights @ idf[unit.cols]) if len(unit.cols) else 0.0
+    if kind == "description":
+        full *= min(1.0, DESCRIPTION_WORDS / max(len(unit.cols) / 3, 1.0))  # its words, bigrams and stems
+    elif kind == "seeds":
+        full *= SEED_SIMILARITY
+    return full
+
+
+def mean_reference(values: Sequence[float]) -> float:
+    """The interest's unit: the mean of its parts' references (1 when none has any)."""
+    positive = [v for v in values if v > 0]
+    return sum(positive) / len(positive) if positive else 1.0
+
+
+def reference(parts: Sequence[Part], idf: np.ndarray) -> float:
+    """What a typical part of the interest scores on one mention: the unit its calibration reads scores in."""
+    return mean_reference([part.coef * unit_reference(part.unit, part.kind, idf) for part in parts])

@@ -69,6 +69,16 @@ class FeedbackStore(Base):
                     found.setdefault(by_title[row.title_norm], paper)
         return found
 
+    def sample_papers(self, n: int, seed: int) -> list[Paper]:
+        """About n papers of the store, the same for one seed while the store is unchanged (a model's negatives)."""
+        with self.engine.connect() as conn:
+            total = conn.execute(sa.select(sa.func.count()).select_from(papers)).scalar() or 0
+            if not total:
+                return []
+            step = max(total // n, 1)
+            query = sa.select(papers).where((papers.c.id + seed) % step == 0).order_by(papers.c.id).limit(n)
+            return [_from_row(row) for row in conn.execute(query)]
+
     def texts_after(self, paper_id: int) -> Iterator[tuple[int, str, str]]:
         """(id, title, abstract) of the papers added after `paper_id`, in id order."""
         query = sa.select(papers.c.id, papers.c.title, papers.c.abstract).where(papers.c.id > paper_id)

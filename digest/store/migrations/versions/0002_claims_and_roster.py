@@ -25,7 +25,8 @@ depends_on = None
 
 def upgrade() -> None:
     # One row per address whatever its case (any of them says it is suppressed), then lower-cased.
-    op.execute("DELETE FROM suppressions WHERE email NOT IN (SELECT min(email) FROM suppressions GROUP BY lower(email))")
+    op.execute("DELETE FROM suppressions "
+               "WHERE email NOT IN (SELECT min(email) FROM suppressions GROUP BY lower(email))")
     op.execute("UPDATE suppressions SET email = lower(email) WHERE email <> lower(email)")
     with op.batch_alter_table("deliveries") as batch:
         batch.add_column(sa.Column("claimed_by", sa.String))

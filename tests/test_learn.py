@@ -1,0 +1,89 @@
+"""The per-subscriber model learned from clicks: more of what was liked, never a whole interest lost to one dislike."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from digest.select import select_digest
+from digest.select.learn import FeedbackModel
+
+from .conftest import DAY
+
+
+def about(paper, word: str) -> bool:
+    return word in f"{paper.title} {paper.abstract}".lower()
+
+
+def written_by_llms(paper) -> bool:
+    title = paper.title.lower()
+    return ("kernel" in title or "cuda" in title) and (about(paper, "llm") or about(paper, "agent"))
+
+
+def digest_of(app, subscriber, received=frozenset()) -> list:
+    """The digest's papers, the given ones already received (as liked papers were: they came in a digest)."""
+    signals = replace(app.signals([subscriber], DAY)[subscriber.email], received=frozenset(received))
+    digest = select_digest(app.pool(DAY), subscriber, day=DAY, settings=app.settings, signals=signals)
+    return [item.paper for item in digest.items]
+
+
+def test_liking_three_papers_on_a_sub_topic_brings_more_of_it(app):
+    """Grace likes three papers on kernels written by LLM agents: her next digest holds more of them than before."""
+    grace = app.roster().find("grace@example.org")
+    candidates = app.rank(grace, DAY, limit=60)
+    liked = [r.paper for r in candidates if written_by_llms(r.paper)][-3:]
+    assert len(liked) == 3
+    skip = {p.store_id for p in liked}
+    before = sum(written_by_llms(p) for p in digest_of(app, grace, skip))
+    for paper in liked:
+        app.feedback(grace.email, f"#{paper.store_id}", more=True)
+    after = sum(written_by_llms(p) for p in digest_of(app, grace, skip))
+    assert after > before
+    assert any(r.parts["feedback_share"] > 0 for r in app.rank(grace, DAY))
+
+
+def test_disliking_one_paper_never_removes_an_interest(app):
+    """Grace has liked two GPU-kernel papers; marking less the best paper of each of her interests in turn
+    leaves every interest with papers that pass the floor, their relevance barely moved."""
+    grace = app.roster().find("grace@example.org")
+    for paper in [r.paper for r in app.rank(grace, DAY) if r.section == "GPU kernels"][:2]:
+        app.feedback(grace.email, f"#{paper.store_id}", more=True)
+    for name in [i.name for i in grace.interests]:
+        ranked = app.rank(grace, DAY, limit=200)
+        section = [r for r in ranked if r.section == name and r.passes_floor]
+        assert len(section) >= 2, name
+        app.feedback(grace.email, f"#{section[0].paper.store_id}", more=False)
+        after = {r.paper.store_id: r for r in app.rank(grace, DAY, limit=200)}
+        rest = [after[r.paper.store_id] for r in section[1:]]
+        assert section[0].paper.store_id not in after or not after[section[0].paper.store_id].passes_floor
+        assert sum(r.passes_floor for r in rest) >= len(rest) // 2 + 1, name
+        assert np.mean([r.relevance for r in rest]) > np.mean([r.relevance for r in section[1:]]) - 0.1, name
+
+
+def test_many_clicks_dominate(app):
+    """After twenty likes of one topic, the learned model outweighs the keywords and fills the digest with it."""
+    ada = app.roster().find("ada@example.org")
+    quant = [p for p in app.store.all_papers() if about(p, "quantiz")]
+    assert len(quant) >= 12
+    for paper in quant[:20]:
+        app.feedback(ada.email, f"#{paper.store_id}", more=True)
+    after = app.rank(ada, DAY)
+    assert after[0].parts["feedback_share"] > 0.6
+    assert sum(about(r.paper, "quantiz") for r in after) >= 6
+
+
+def test_model_is_stored_and_learned_again_when_clicks_change(app):
+    """The learned model is kept in the store's cache, reused while the clicks are the same, replaced when not."""
+    ada = app.roster().find("ada@example.org")
+    papers = app.store.all_papers()
+    app.feedback(ada.email, f"#{papers[0].store_id}", more=True)
+    first = app.signals([ada], DAY)[ada.email].model
+    saved = app.store.get_cache(f"feedback-model/{ada.email}")
+    assert first is not None and saved is not None
+    again = app.signals([ada], DAY)[ada.email].model
+    assert app.store.get_cache(f"feedback-model/{ada.email}") == saved
+    assert isinstance(again, FeedbackModel) and (again.cols == first.cols).all()
+    app.feedback(ada.email, f"#{papers[1].store_id}", more=False)
+    changed = app.signals([ada], DAY)[ada.email].model
+    assert changed.clicks == 2 and app.store.get_cache(f"feedback-model/{ada.email}") != saved
