@@ -373,4 +373,7 @@ def profile_run(bench: Bench, args: argparse.Namespace) -> Profiled:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        sys.exit("e2e: interrupted (the command, the sink and the database server were stopped)")
