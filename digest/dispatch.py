@@ -152,7 +152,8 @@ class Dispatch:
         queue_outcomes(queue, report)
         if queue.queued or queue.held:  # nothing due (all sent already): no pool to analyse, no ranking to load
             self._deliver(self.app.pool(day), day, report, should_stop, command, only, queue.queued)
-        report.others = max(0, queue.queued + queue.held - report.claimed)
+        # what was due and neither attempted here nor still queued went to another run or worker
+        report.others = max(0, queue.queued + queue.held - report.claimed - report.left)
         return report
 
     def _deliver(self, pool: Pool, day: date, report: SendReport, should_stop: Callable[[], bool], command: str,
