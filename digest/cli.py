@@ -249,8 +249,9 @@ def _print_send(report: SendReport) -> int:
         elif outcome.status in ("failed", "deferred"):
             print(f"{outcome.status} {outcome.subscriber}: {outcome.reason}", file=sys.stderr)
     if report.halted:
-        print(f"digest: error: {report.halted} ({report.not_attempted} more digests not attempted; "
-              "the next run sends them)", file=sys.stderr)
+        left = (f" ({report.not_attempted} more digests not attempted; the next run sends them)"
+                if report.not_attempted else "")
+        print(f"digest: error: {report.halted}{left}", file=sys.stderr)
     print(report.summary())
     return EXIT_OK if report.ok else EXIT_FAILED
 
@@ -485,6 +486,13 @@ COMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
 }
 
 
+def _database_errors() -> tuple[type[BaseException], ...]:
+    """Looked up only when an exception reaches `main` (importing the store costs `digest --help` its speed)."""
+    from .store.engine import database_errors
+
+    return database_errors()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     level = logging.DEBUG if args.debug else logging.INFO if args.verbose else logging.WARNING
@@ -496,6 +504,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"digest: error: {exc}", file=sys.stderr)
         return EXIT_USAGE if isinstance(exc, UsageError) else EXIT_FAILED
+    except _database_errors() as exc:  # a store that fails mid-command: read-only, full, locked, damaged, gone
+        if args.debug:
+            raise
+        from .store.engine import explain
+
+        print(f"digest: error: the database failed: {explain(exc)}", file=sys.stderr)
+        return EXIT_FAILED
     except KeyboardInterrupt:
         print("digest: interrupted", file=sys.stderr)
         return 130

@@ -19,8 +19,17 @@ from datetime import date
 from pathlib import Path
 from typing import Protocol
 
-from .errors import ConnectionTrouble, DeliveryError, PermanentFailure, TemporaryFailure, TransportUnavailable
+from .errors import (
+    ConnectionTrouble,
+    DeliveryError,
+    PermanentFailure,
+    StoreError,
+    TemporaryFailure,
+    TransportUnavailable,
+)
+from .journal import Entry, Journal
 from .store import Store
+from .store.engine import database_errors, explain
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9@._+-]")
 
@@ -142,15 +151,35 @@ def hand_over(transport: Transport, data: bytes, recipient: str, day: date, retr
             return retries, exc
 
 
+class NotRecorded(StoreError):
+    """The server accepted a message and the database could not record it: the run must stop at once."""
+
+    def __init__(self, message: str, subscriber: str) -> None:
+        super().__init__(message)
+        self.subscriber = subscriber
+
+
 def deliver_one(store: Store, transport: Transport, data: bytes, recipient: str, day: date,
                 paper_ids: Sequence[int], retry: RetryPolicy, suppress_after: int = 1, *,
-                owner: str | None = None, message_id: str = "") -> Outcome:
+                owner: str | None = None, message_id: str = "", journal: Journal | None = None) -> Outcome:
     """Send one claimed digest: hand over → mark sent, bounced or failed (each committed); a temporary failure
-    leaves it pending for the next run. The claim (committed before this) carries its Message-ID."""
+    leaves it pending for the next run. The claim (committed before this) carries its Message-ID.
+
+    A message the server accepted is `sent` even when the database then fails: it goes into `journal`
+    (recorded in the store by the next run) and NotRecorded stops the run.
+    """
     retries, error = hand_over(transport, data, recipient, day, retry,
                                lambda exc: store.note_temporary(recipient, day, str(exc), retrying=True, owner=owner))
     if error is None:
-        store.mark_sent(recipient, day, paper_ids, owner=owner, message_id=message_id)
+        try:
+            store.mark_sent(recipient, day, paper_ids, owner=owner, message_id=message_id)
+        except database_errors() as exc:
+            if journal is None:
+                raise
+            journal.record(Entry(recipient, day, message_id, tuple(paper_ids)))
+            raise NotRecorded(f"the database could not record the digest {recipient} was sent: {explain(exc)}; "
+                              f"it is kept in the sent journal {journal.path} and the next run records it",
+                              recipient) from exc
         return Outcome(recipient, "sent", retries=retries)
     reason = str(error)
     if isinstance(error, TemporaryFailure):  # left pending: the next run sends it, same Message-ID

@@ -14,12 +14,15 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import date, time, timedelta
 from email.message import EmailMessage
 from itertools import islice
+from pathlib import Path
 from time import sleep as time_sleep
 from typing import Any, Protocol
 
+from . import journal
 from .catalogue import SyncReport
 from .config import Config
 from .deliver import Outcome, RetryPolicy, Transport
+from .errors import StoreError
 from .logs import progress
 from .mail import message_id
 from .models import Newsletter, Subscriber
@@ -37,6 +40,7 @@ from .sending import (
     skip,
 )
 from .store import Queue, Store
+from .store.engine import database_errors, explain
 from .subscribers import is_delivery_day
 from .workers import Died, in_processes
 
@@ -100,7 +104,24 @@ class Dispatch:
         """A sender of `day`'s digests drawn from `pool`."""
         return Sender(self.app.store, compose=self.app.composer(pool), profiles=self.app.store.subscribers_by_email,
                       transport=lambda: self.app.transport, wire=self.app.wire, blocked=self.blocked(day),
-                      policy=self.policy(), command=command)
+                      policy=self.policy(), command=command, journal_folder=self.journal_folder())
+
+    def journal_folder(self) -> Path:
+        """Where the sent journal lives: beside a SQLite file, else beside the settings file."""
+        url = self.app.config.store.url
+        if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+            return Path(url.removeprefix("sqlite:///")).parent
+        return self.app.config.base
+
+    def replay_journal(self) -> None:
+        """Record what an earlier run's server accepted and its database could not, before anything else."""
+        try:
+            done = journal.replay(self.journal_folder(), self.app.store.mark_sent)
+        except database_errors() as exc:
+            raise StoreError(f"cannot record the messages kept in the sent journal ({self.journal_folder()}): "
+                             f"{explain(exc)}") from exc
+        if done:
+            log.warning("recorded %d sent digests from the sent journal", done)
 
     def send(self, day: date, *, dry_run: bool = False, only: str | None = None, slots: Sequence[Slot] | None = None,
              should_stop: Callable[[], bool] = lambda: False, command: str = "send") -> SendReport:
@@ -110,6 +131,8 @@ class Dispatch:
         worker on the same store takes its share and none is sent twice. `should_stop` is asked
         between digests: a daemon told to stop finishes the message in flight and leaves the rest.
         """
+        if not dry_run:
+            self.replay_journal()
         synced = self.app.sync()
         if not dry_run:
             # a settings error (no password, bad key) stops the run before it starts
@@ -187,6 +210,7 @@ class Dispatch:
         """
         reports, pools = [], {}
         sleep = wait or (lambda seconds: time_sleep(seconds) or False)
+        self.replay_journal()
         while not should_stop():
             recent = date.today() - timedelta(days=2)
             days = [day] if day else [d for d in self.app.store.queued_dates() if d >= recent]

@@ -20,11 +20,13 @@ from typing import Protocol
 
 from .claims import Owner, dead
 from .config import Config
-from .deliver import OutboxTransport, Outcome, RetryPolicy, Transport, deliver_one
+from .deliver import NotRecorded, OutboxTransport, Outcome, RetryPolicy, Transport, deliver_one
+from .journal import Journal
 from .logs import progress
 from .models import Digest, Rendered, Subscriber
 from .smtp import SmtpSettings, SmtpTransport
 from .store import Claim, Queue, Store
+from .store.engine import database_errors, explain
 from .store.tables import _now
 
 log = logging.getLogger("digest")
@@ -143,11 +145,14 @@ class Sender:
                  profiles: Callable[[Sequence[str]], Mapping[str, Subscriber]],
                  transport: Callable[[], Transport], wire: Callable[[EmailMessage], bytes],
                  blocked: Callable[[Sequence[str]], Blocked], policy: SendPolicy, owner: Owner | None = None,
-                 command: str = "send") -> None:
+                 command: str = "send", journal_folder: Path | None = None) -> None:
+        """`journal_folder`: where a message the server accepted goes when the database cannot record it."""
         self.store, self.compose, self.profiles = store, compose, profiles
         self.transport, self.wire, self.blocked, self.policy = transport, wire, blocked, policy
         self.owner = owner or Owner.current()
         self.command = command
+        self.journal_folder = journal_folder
+        self._journal: Journal | None = None
         self._lease_until = datetime.min
         self._stop_at = None if policy.max_run is None else time.monotonic() + policy.max_run.total_seconds()
 
@@ -164,6 +169,7 @@ class Sender:
         """Claim and deliver until nothing of `day` is left to claim (or the transport stops, or we are told to)."""
         me = self.owner.id
         self.store.start_worker(me, self.command, day)
+        self._journal = Journal(self.journal_folder, self.owner) if self.journal_folder else None
         claimed = 0
         try:
             with progress(total, f"sending {day}") as bar:
@@ -177,7 +183,19 @@ class Sender:
                     self.store.worker_progress(me, claimed=claimed, sent=report.count("sent"),
                                                failed=report.count("failed"), deferred=report.count("deferred"),
                                                skipped=report.count("skipped"))
+        except NotRecorded as exc:  # the one accepted message is journalled: stop before sending another
+            report.add(Outcome(exc.subscriber, "sent", "recorded in the sent journal"))
+            report.halted = str(exc)
+        except database_errors() as exc:  # nothing more can be recorded: stop at the first failed write
+            report.halted = f"the database failed: {explain(exc)}"
         finally:
+            self._finish(day, report, claimed)
+        return report
+
+    def _finish(self, day: date, report: SendReport, claimed: int) -> None:
+        """Give back what was claimed and not attempted, and say what is left; a broken database only logs."""
+        me = self.owner.id
+        try:
             report.claimed -= self.store.release(me)
             report.left = self.store.count_queued(day)
             if report.halted:
@@ -185,7 +203,12 @@ class Sender:
             self.store.worker_progress(me, finished=True, claimed=claimed, sent=report.count("sent"),
                                        failed=report.count("failed"), deferred=report.count("deferred"),
                                        skipped=report.count("skipped"))
-        return report
+        except database_errors() as exc:  # what was sent is recorded; the operator must still look
+            report.halted = report.halted or f"the database failed at the end of the run: {explain(exc)}"
+            log.warning("could not give back this run's claims (they are taken over once this process has "
+                        "ended): %s", explain(exc))
+        if self._journal is not None:
+            self._journal.close()
 
     def _claim(self, day: date, only: str | None) -> list[Claim]:
         self._lease_until = _now() + self.policy.lease
@@ -218,10 +241,12 @@ class Sender:
         composed = self.compose([s for _, s in ready], day)
         checked = time.monotonic()
         for n, ((claim, _), result) in enumerate(zip(ready, composed, strict=True)):
-            if should_stop() or self._overdue(report):
+            if should_stop() or report.halted:
                 break
             if isinstance(result, Composed) and result.digest.count:
-                self.transport().pace()  # a rate limit's wait comes before the last look at suppressions
+                self.transport().pace()  # a rate limit's wait comes before the last looks at the clock and
+            if self._overdue(report):  # at suppressions
+                break
             if time.monotonic() - checked > RECHECK_SECONDS:  # an unsubscribe or pause that landed meanwhile
                 blocked, checked = self.blocked([c.subscriber for c, _ in ready[n:]]), time.monotonic()
             why = blocked.why(claim.subscriber)
@@ -240,6 +265,8 @@ class Sender:
 
     def _deliver_one(self, day: date, claim: Claim, result: Composed | Exception) -> Outcome:
         me, email = self.owner.id, claim.subscriber
+        if isinstance(result, database_errors()):  # not this digest's fault: the store failed, stop the run
+            raise result
         if isinstance(result, Exception):  # one broken digest must not stop the others
             log.error("failed to build the digest for %s: %s: %s", email, result.__class__.__name__, result,
                       exc_info=result)
@@ -253,7 +280,7 @@ class Sender:
             return Outcome(email, "skipped", "taken over by another worker (our lease ran out)")
         return deliver_one(self.store, self.transport(), self.wire(result.message), email, day, result.paper_ids,
                            self.policy.retry, self.policy.suppress_after, owner=me,
-                           message_id=str(result.message["Message-ID"]))
+                           message_id=str(result.message["Message-ID"]), journal=self._journal)
 
 
 def queue_outcomes(queue: Queue, report: SendReport) -> None:

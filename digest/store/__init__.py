@@ -14,7 +14,7 @@ from sqlalchemy.engine import Engine
 from ..errors import StoreError
 from . import schema
 from .claims import Claim, ClaimStore, Queue
-from .engine import make_engine
+from .engine import explain, make_engine
 from .feedback import FeedbackStore
 from .papers import PaperStore
 from .records import DeliveryRecord, FetchRecord, IngestCounts, Preference, RunRecord
@@ -39,8 +39,7 @@ class Store(PaperStore, SendLogStore, ClaimStore, RosterStore, RunStore, Feedbac
             schema.prepare(self.engine)
         except sa.exc.SQLAlchemyError as exc:
             self.engine.dispose()
-            reason = getattr(exc, "orig", None) or exc
-            raise StoreError(f"cannot open database {url}: {reason}") from exc
+            raise StoreError(f"cannot open database {url}: {explain(exc)}") from exc
         except StoreError:
             self.engine.dispose()
             raise

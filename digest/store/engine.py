@@ -94,3 +94,45 @@ class Base:
     def write(self, *, serial: bool = True) -> Any:
         """A write transaction (see `write`)."""
         return write(self.engine, serial=serial)
+
+
+def database_errors() -> tuple[type[BaseException], ...]:
+    """What a failing database raises: SQLAlchemy's errors, and the drivers' own (the send log's hot path
+    talks to the driver directly)."""
+    import sqlite3
+
+    found: list[type[BaseException]] = [sa.exc.SQLAlchemyError, sqlite3.Error]
+    try:
+        import psycopg
+    except ImportError:
+        pass
+    else:
+        found.append(psycopg.Error)
+    return tuple(found)
+
+
+_HINTS = (
+    (("readonly", "read-only", "read only"), "the database file or its folder is read-only: let this user write both"),
+    (("disk is full", "no space left", "diskfull", "disk full"), "the disk is full: free some space and run again"),
+    (("database is locked",), "another program holds the database's lock too long: look for a stuck process"),
+    (("disk i/o error",), "the database file could not be written: a full disk, a file size limit or a failing "
+     "disk; free space and run again, and if it persists check the file with `sqlite3 FILE 'PRAGMA integrity_check'`"),
+    (("malformed", "not a database", "corrupt"),
+     "the database file is damaged: stop every digest process, then recover it with "
+     "`sqlite3 FILE .recover | sqlite3 recovered.db` and point store.url at recovered.db"),
+    (("connection refused", "could not connect", "connection failed", "server closed the connection",
+      "terminating connection", "connection is closed", "the connection is lost"),
+     "PostgreSQL cannot be reached: check that it runs and that store.url names it"),
+    (("unable to open database",), "the database file cannot be opened: check store.url and the folder's permissions"),
+)
+
+
+def explain(exc: BaseException) -> str:
+    """A database failure as one line: the driver's message and what to do about it."""
+    reason = getattr(exc, "orig", None) or exc
+    text = " ".join(str(reason).split()) or reason.__class__.__name__
+    low = text.lower()
+    for needles, hint in _HINTS:
+        if any(needle in low for needle in needles):
+            return f"{text} ({hint})"
+    return text
