@@ -149,8 +149,13 @@ class Daemon:
 
     def __init__(self, *, engine: object, store: object, zone: str, fetch_cron: str, grace: timedelta,
                  slots: Callable[[], Sequence[Slot]], deliver: Callable[..., object],
-                 fetch: Callable[[], object], resync_minutes: int = 5, manual: bool = False) -> None:
+                 fetch: Callable[[], object], resync_minutes: int = 5, manual: bool = False,
+                 heartbeat_seconds: float = HEARTBEAT_SECONDS, stale_after_seconds: float = STALE_AFTER_SECONDS,
+                 ) -> None:
         self.store = store
+        self.manual = manual
+        self.heartbeat_seconds, self.stale_after_seconds = heartbeat_seconds, stale_after_seconds
+        self._beating: threading.Thread | None = None
         self.fetch_trigger = parse_cron(fetch_cron, zone) if fetch_cron else None
         self.slots, self._deliver, self._fetch = slots, deliver, fetch
         self.resync_minutes = resync_minutes
@@ -167,14 +172,18 @@ class Daemon:
 
     def start(self) -> None:
         """Take the lock (AlreadyRunning if another daemon is alive), then schedule every job."""
-        if not self.store.acquire_lock(LOCK_NAME, self.owner, STALE_AFTER_SECONDS):
+        if not self.store.acquire_lock(LOCK_NAME, self.owner, self.stale_after_seconds):
             holder = self.store.lock_holder(LOCK_NAME)
             raise AlreadyRunning(f"another digest schedule ({holder}) is running on this database; "
                                  "stop it first (or wait a minute if it crashed)")
         self.scheduler.start()
         self.sync()
-        self.scheduler.add_job(_heartbeat, "interval", seconds=HEARTBEAT_SECONDS, args=[id(self)],
-                               id="heartbeat", jobstore="memory", replace_existing=True)
+        if self.manual:  # driven by tick(), like every other job
+            self.scheduler.add_job(_heartbeat, "interval", seconds=self.heartbeat_seconds, args=[id(self)],
+                                   id="heartbeat", jobstore="memory", replace_existing=True)
+        else:  # its own thread: a send that runs for hours must not let the lock go stale
+            self._beating = threading.Thread(target=self._beat, name="schedule-heartbeat", daemon=True)
+            self._beating.start()
         self.scheduler.add_job(_resync, "interval", minutes=self.resync_minutes, args=[id(self)],
                                id="resync", jobstore="memory", replace_existing=True)
         if self.fetch_trigger is not None:
@@ -211,15 +220,33 @@ class Daemon:
         """Run every job due now, in this thread (manual daemons only)."""
         self.scheduler._process_jobs()
 
+    def _beat(self) -> None:
+        """Refresh the lock every `heartbeat_seconds` until the daemon stops (or loses the lock)."""
+        while not self.stopping.wait(self.heartbeat_seconds):
+            try:
+                held = self.store.heartbeat(LOCK_NAME, self.owner)
+            except Exception as exc:  # noqa: BLE001 (a database hiccup: try again at the next beat)
+                log.warning("schedule: could not refresh the lock: %s", exc)
+                continue
+            if not held:
+                log.error("lost the schedule lock to another process; stopping")
+                threading.Thread(target=self.stop, daemon=True).start()
+                return
+
     def stop(self) -> None:
-        """Finish the job in flight (a send stops after its current message), then release the lock."""
+        """Stop at once: no job starts any more, the send in flight ends after its current message, the lock
+        is released."""
         self.stopping.set()
         if self.scheduler.running:
-            self.scheduler.shutdown(wait=True)
+            self.scheduler.shutdown(wait=True)  # jobs already queued return at once (they see `stopping`)
+        if self._beating is not None and self._beating is not threading.current_thread():
+            self._beating.join()
         self.store.release_lock(LOCK_NAME, self.owner)
         _DAEMONS.pop(id(self), None)
 
     def send_slot(self, slot: Slot) -> None:
+        if self.stopping.is_set():
+            return
         now = datetime.now(UTC)
         at = slot.latest(now)
         if at is None:
@@ -263,11 +290,11 @@ def _heartbeat(daemon_id: int) -> None:
 
 def _resync(daemon_id: int) -> None:
     daemon = _DAEMONS.get(daemon_id)
-    if daemon is not None:
+    if daemon is not None and not daemon.stopping.is_set():
         daemon.sync()
 
 
 def _fetch(daemon_id: int) -> None:
     daemon = _DAEMONS.get(daemon_id)
-    if daemon is not None:
+    if daemon is not None and not daemon.stopping.is_set():
         daemon._fetch()

@@ -13,7 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -129,6 +129,32 @@ def test_sigterm_finishes_the_message_in_flight_and_exits_cleanly(tmp_path):
     assert 0 < files < 600 and rows == {"sent": files, "queued": 600 - files}
     locks = sqlite3.connect(tmp_path / "digest.db").execute("select count(*) from locks").fetchone()[0]
     assert locks == 0  # released: the next daemon can start at once
+
+
+def test_sigterm_with_many_slots_due_exits_at_once(tmp_path):
+    """Sixty slots due at once (a daemon back after a long stop queues a send for each): SIGTERM during the first
+    one ends the daemon within seconds; the slots not yet started are not started."""
+    now = datetime.now(UTC)
+    profile = 'email = "r{i}@example.org"\nsend_at = "{t}"\nmax_papers = 3\n'
+    write_profiles(tmp_path / "subscribers", {
+        f"r{i}": profile.format(i=i, t=f"{now - timedelta(minutes=1 + i // 5):%H:%M}") for i in range(300)})
+    (tmp_path / "digest.toml").write_text(f'[ingest]\npaths = ["{SEEDS}"]\n[schedule]\nfetch_cron = ""\n'
+                                          'grace_minutes = 600\n[smtp]\nmax_per_second = 20\n')
+    assert cli(tmp_path, "ingest").returncode == 0
+    daemon = subprocess.Popen([sys.executable, "-m", "digest", "schedule"], cwd=tmp_path, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env={"PATH": "/usr/bin:/bin", "DIGEST_SECRET": "test-secret"})
+    deadline = time.monotonic() + 60
+    while not any((tmp_path / "outbox").glob("*/*.eml")) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    daemon.send_signal(signal.SIGTERM)
+    told = time.monotonic()
+    _, err = daemon.communicate(timeout=120)
+    took = time.monotonic() - told
+    assert daemon.returncode == 0, err
+    assert took < 10, f"the daemon took {took:.1f} s to stop"
+    started = sqlite3.connect(tmp_path / "digest.db").execute("select count(*) from deliveries").fetchone()[0]
+    assert started < 300  # slots whose turn had not come were left for the next start
 
 
 def readme_block(title: str) -> str:

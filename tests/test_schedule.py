@@ -159,3 +159,38 @@ def test_run_from_cron_is_idempotent(site):
         app.close()
     # 06:00 UTC is 02:00 in New York: yesterday's 08:00 slot is past its day and its grace.
     assert sent == [(30, "london@example.org"), (360, "ny@example.org")]  # 07:30 BST, 08:00 EDT
+
+
+def test_a_long_send_keeps_the_lock_and_a_second_daemon_out(site):
+    """The heartbeat has its own thread: while a send holds the daemon's one worker for many heartbeats (and longer
+    than the lock's staleness), a second daemon still finds the lock fresh and refuses to start."""
+    import threading
+    import time as clock
+
+    from digest.schedule import Daemon
+
+    app = App(site)
+    started, release = threading.Event(), threading.Event()
+    now = datetime.now(UTC)
+    slot = Slot("UTC", (now - timedelta(minutes=1)).time().replace(second=0, microsecond=0), "daily")
+
+    def long_send(day, slot, should_stop):
+        started.set()
+        release.wait(10)
+
+    def daemon() -> Daemon:
+        return Daemon(engine=app.store.engine, store=app.store, zone="UTC", fetch_cron="", grace=timedelta(hours=1),
+                      slots=lambda: [slot], deliver=long_send, fetch=lambda: None, heartbeat_seconds=0.2,
+                      stale_after_seconds=1.0)
+
+    first = daemon()
+    first.start()
+    try:
+        assert started.wait(10)  # the catch-up send of the slot holds the worker from here on
+        clock.sleep(2.5)  # well past the staleness: only a heartbeat on its own thread keeps the lock fresh
+        with pytest.raises(AlreadyRunning):
+            daemon().start()
+    finally:
+        release.set()
+        first.stop()
+    app.close()
