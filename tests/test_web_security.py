@@ -77,7 +77,8 @@ def test_operator_form_needs_its_csrf_token_and_a_same_site_origin(web, app):
 def test_digest_serve_prints_an_operator_password_when_none_is_set(make_config, subscribers_dir, tmp_path):
     """Without $DIGEST_OPERATOR_PASSWORD, `digest serve` makes a password, prints it, and /admin/ needs it."""
     config = tmp_path / "digest.toml"
-    config.write_text(f'[store]\nurl = "sqlite:///{tmp_path / "digest.db"}"\n[subscribers]\ndir = "{subscribers_dir}"\n')
+    database = tmp_path / "digest.db"
+    config.write_text(f'[store]\nurl = "sqlite:///{database}"\n[subscribers]\ndir = "{subscribers_dir}"\n')
     served = Served(config, free_port(), {"DIGEST_SECRET": "s", "DIGEST_OPERATOR_PASSWORD": ""})
     try:
         assert httpx.get(f"{served.base}/admin/").status_code == 401
