@@ -163,7 +163,14 @@ SETTINGS: tuple[Setting, ...] = (
             "When nothing new passes a subscriber's relevance floor: skip the digest, or send the top "
             "trending papers.", choices=("skip", "trending")),
     Setting("web", "operator_password_env", str, "DIGEST_OPERATOR_PASSWORD",
-            "Environment variable holding the operator pages' password (HTTP basic); required off loopback."),
+            "Environment variable holding the operator pages' password (HTTP basic); unset: `digest serve` makes "
+            "one at start and prints it."),
+    Setting("web", "operator_login", bool, True,
+            "Ask for the operator password on /admin/. Only an explicit `false` opens the operator pages without "
+            "one, and then only on a loopback-bound server to requests that did not come through a proxy."),
+    Setting("web", "link_days", int, 30,
+            "Days the preferences and feedback links of an email work after its date (the unsubscribe link "
+            "never expires).", minimum=1),
     Setting("fetch", "timeout", (int, float), 30.0,
             "Seconds to wait on a source's server in one attempt before giving up on that attempt."),
     Setting("fetch", "retries", int, 3, "Extra attempts after a 429, a 5xx, a timeout or a broken connection."),

@@ -69,6 +69,8 @@ class DigestPolicy(EmailPolicy):
     def header_store_parse(self, name: str, value: Any) -> tuple[str, Any]:
         if hasattr(value, "name"):  # already a parsed header object
             return super().header_store_parse(name, value)
+        if isinstance(value, _Encoded):
+            return (name, value)
         text = str(value) if isinstance(value, str | Address) else None
         if text is not None and _PLAIN_ASCII.fullmatch(text) and "=?" not in text and "  " not in text:
             return (name, text)
@@ -83,7 +85,7 @@ class DigestPolicy(EmailPolicy):
         if (isinstance(value, str) and value.isascii() and value.isprintable()
                 and len(name) + 2 + len(value) <= (self.max_line_length or sys.maxsize)):
             return name + ": " + value + self.linesep  # one short line: what the base class returns for it
-        if name.lower() in _AS_WRITTEN and not hasattr(value, "name"):
+        if (name.lower() in _AS_WRITTEN or isinstance(value, _Encoded)) and not hasattr(value, "name"):
             return name + ": " + self.linesep.join(value.splitlines()) + self.linesep
         return str(super()._fold(name, value, refold_binary))
 
@@ -191,9 +193,24 @@ def test_message_id(day: date, from_address: str) -> str:
     return f"<test.{day.isoformat()}.{secrets.token_hex(10)}@{_domain(from_address)}>"
 
 
-def _address(name: str, email: str) -> Address:
+class _Encoded(str):
+    """A header value already encoded here, stored and written as it is (the header parser would decode it)."""
+
+
+def _address(name: str, email: str) -> Address | _Encoded:
+    """`name <email>` with a display name that cannot pass for an address.
+
+    A name holding `@`, `<` or `>` is left out (mail clients would show it where the address goes).
+    A name holding `=?` is sent as encoded words of its own, so that a client decodes it once, back
+    to the text as written, and never reads it as an encoded word (which could hide an address).
+    """
     user, _, domain = email.partition("@")
-    return Address(display_name=one_line(name), username=user, domain=domain)
+    shown = one_line(name)
+    if any(c in shown for c in "@<>"):
+        shown = ""
+    if "=?" in shown:
+        return _Encoded(f"{encode_words(shown)} <{Address(username=user, domain=domain).addr_spec}>")
+    return Address(display_name=shown, username=user, domain=domain)
 
 
 def _list_unsubscribe(url: str, mailto: str) -> str:

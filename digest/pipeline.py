@@ -176,16 +176,21 @@ class App:
             self._pool_corpus = self.corpus().blended(background())
         return self._pool_corpus
 
-    def links(self, subscriber: Subscriber) -> Links:
-        return self.links_for(subscriber.email)
+    def links(self, subscriber: Subscriber, day: date) -> Links:
+        return self.links_for(subscriber.email, day)
 
-    def links_for(self, email: str) -> Links:
-        """The signed URLs of one subscriber's emails: unsubscribe, preferences, feedback."""
-        base, sign = self.newsletter.base_url, self.signer.make
-        return Links(unsubscribe=f"{base}/unsubscribe/{sign('unsubscribe', email)}",
-                     preferences=f"{base}/preferences/{sign('preferences', email)}",
+    def links_for(self, email: str, issued: date | None = None) -> Links:
+        """The URLs of one subscriber's emails (unsubscribe, preferences, feedback), their tokens dated `issued`.
+
+        A digest's links are dated with the digest's date (so a resend is the same message); the
+        preferences and feedback links expire `web.link_days` after it.
+        """
+        base, day = self.newsletter.base_url, issued or date.today()
+        token = self.signer.make
+        return Links(unsubscribe=f"{base}/unsubscribe/{token('unsubscribe', email, day)}",
+                     preferences=f"{base}/preferences/{token('preferences', email, day)}",
                      unsubscribe_mailto=self.newsletter.unsubscribe_mailto or None,
-                     feedback=f"{base}/feedback/{sign('feedback', email)}")
+                     feedback=f"{base}/feedback/{token('feedback', email, day)}")
 
     def compose(self, subscriber: Subscriber, day: date, pool: Pool, *, received: set[int] | None = None,
                 signals: Signals | None = None, test_to: str | None = None) -> Composed:
@@ -209,7 +214,7 @@ class App:
             digest = self._quiet_day(pool, subscriber, day, signals)
         if test_to is not None:
             digest = replace(digest, subscriber=replace(subscriber, email=test_to))
-        rendered = self.renderer.render(digest, self.newsletter, self.links(digest.subscriber))
+        rendered = self.renderer.render(digest, self.newsletter, self.links(digest.subscriber, day))
         message = build_message(rendered, digest.subscriber, self.newsletter, day, test=test_to is not None)
         return Composed(digest, rendered, message)
 

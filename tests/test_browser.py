@@ -19,7 +19,7 @@ import pytest
 from digest.pipeline import App
 
 from .conftest import DAY, SEEDS
-from .web_server import Server
+from .web_server import OPERATOR, Server
 
 CHROMIUM = os.environ.get("DIGEST_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
@@ -62,7 +62,8 @@ def digest_url(web: Server, email: str = ADA) -> str:
 @pytest.mark.parametrize(("width", "scheme"), [(600, "light"), (375, "light"), (375, "dark")])
 def test_digest_reads_at_desktop_and_phone_widths(browser, web, width, scheme):
     """At 600 and 375 px: no sideways scrolling, every title visible inside the page, the unsubscribe link there."""
-    page = browser.new_page(viewport={"width": width, "height": 900}, color_scheme=scheme)
+    page = browser.new_page(viewport={"width": width, "height": 900}, color_scheme=scheme,
+                            http_credentials={"username": OPERATOR[0], "password": OPERATOR[1]})
     page.goto(digest_url(web))
     composed = web.app.compose(web.app.roster().find(ADA), DAY, web.app.pool(DAY))
     assert page.evaluate("document.documentElement.scrollWidth") <= width
@@ -98,7 +99,8 @@ def test_the_mailed_html_part_shows_what_the_preview_shows(browser, web):
 
 def test_operator_pages_show_subscribers_and_the_preview(browser, web):
     """The operator's index lists every subscriber; the preview shows subject, both frames and the text."""
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page = browser.new_page(viewport={"width": 1400, "height": 1000},
+                            http_credentials={"username": OPERATOR[0], "password": OPERATOR[1]})
     page.goto(f"{web.base}/admin/?date={DAY.isoformat()}")
     for profile in web.app.roster().subscribers:
         assert page.locator("td", has_text=profile.email).first.is_visible()
@@ -115,7 +117,7 @@ def test_operator_pages_show_subscribers_and_the_preview(browser, web):
 
 
 def test_unsubscribe_by_button_in_a_browser(browser, web):
-    """Following the link shows a button; clicking it unsubscribes and offers to resubscribe."""
+    """Following the link shows a button; clicking it unsubscribes, and the Resubscribe button then resubscribes."""
     page = browser.new_page(viewport={"width": 375, "height": 800})
     page.goto(web.base + web.path(web.app.links_for(ADA).unsubscribe))
     assert web.app.store.suppressed() == {}
@@ -125,4 +127,7 @@ def test_unsubscribe_by_button_in_a_browser(browser, web):
     assert page.get_by_role("button", name="Resubscribe").is_visible()
     assert web.app.store.suppressed() == {ADA: "unsubscribed"}
     page.screenshot(path=ARTIFACTS / "unsubscribed-375.png", full_page=True)
+    page.get_by_role("button", name="Resubscribe").click()  # the browser's own Origin passes the same-site check
+    page.wait_for_load_state()
+    assert "subscribed again" in page.inner_text("body") and web.app.store.suppressed() == {}
     page.close()

@@ -8,6 +8,8 @@ import re
 from datetime import UTC, date, datetime
 from email import policy
 
+import pytest
+
 from digest.mail import build_message, message_id
 from digest.models import Links, Newsletter, Rendered, Subscriber
 
@@ -70,6 +72,22 @@ def test_crlf_in_name_cannot_add_a_header():
     assert msg["Bcc"] is None and msg["X-Evil"] is None and msg["X-Injected"] is None
     assert msg["To"].addresses[0].addr_spec == "ada@example.org"
     assert b"\r\nBcc:" not in raw and b"\r\nX-Injected:" not in raw
+
+
+@pytest.mark.parametrize("name", ["=?utf-8?q?Admin_<admin@bank.example>?=",
+                                  "=?utf-8?b?QWRtaW4gPGFkbWluQGJhbmsuZXhhbXBsZT4=?=",
+                                  "Ada =?utf-8?q?=3Cadmin=40bank=2Eexample=3E?=",
+                                  "admin@bank.example", "Admin <admin@bank.example>"])
+def test_no_display_name_can_pass_for_an_address(name):
+    """Names that hold an address, or are RFC 2047 encoded words that decode to one, never show one in To."""
+    raw = build_message(RENDERED, Subscriber(email="ada@example.org", name=name), NEWS, DAY).as_bytes()
+    to = parse(raw)["To"]
+    assert [a.addr_spec for a in to.addresses] == ["ada@example.org"]
+    shown = to.addresses[0].display_name
+    assert "admin@bank.example" not in shown and "<" not in shown.replace(name, "")
+    # The name as written (encoded words shown as text, not decoded), or none. Python's parser keeps the
+    # space between two adjacent encoded words, which RFC 2047 (and mail clients) drop: compare without spaces.
+    assert shown.replace(" ", "") in ("", name.replace(" ", ""))
 
 
 def test_non_ascii_name_is_encoded():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import time
 from collections.abc import Iterator
@@ -9,14 +10,16 @@ from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
+from bs4 import BeautifulSoup
 from itsdangerous import URLSafeSerializer
 
 from digest.errors import UsageError
 from digest.pipeline import App
+from digest.tokens import Signer
 from digest.web import serve
 
 from .conftest import DAY, SEEDS
-from .web_server import Server
+from .web_server import OPERATOR, Server
 
 ADA = "ada@example.org"
 
@@ -71,18 +74,24 @@ def test_get_shows_a_confirm_button_and_unsubscribes_nobody(web, app):
     assert outcome(app, ADA).status == "sent"
 
 
-@pytest.mark.parametrize("tamper", ["forged", "altered", "truncated", "other action", "other key"])
+@pytest.mark.parametrize("tamper", ["forged", "altered", "truncated", "other action", "other key",
+                                    "old kind altered", "old kind other key"])
 def test_bad_tokens_get_400_and_change_nothing(web, app, tamper):
-    """Forged, altered, truncated, wrong-action and wrong-key tokens are refused with a 400 page."""
+    """Forged, altered, truncated, wrong-action and wrong-key tokens (new or old kind) are refused with a 400 page."""
     good = app.links_for(ADA).unsubscribe.rsplit("/", 1)[1]
-    payload, signature = good.split(".")
+    flipped = base64.urlsafe_b64decode(good + "=" * (-len(good) % 4))
+    flipped = flipped[:-1] + bytes([flipped[-1] ^ 1])
+    old_signature = app.signer.make_legacy("unsubscribe", ADA).split(".")[1]
     token = {
-        "forged": "eyJlIjoiYWRhQGV4YW1wbGUub3JnIn0.AAAAAAAAAAAAAAAAAAAAAAAAAAA",
-        # Grace's address with Ada's signature: a subscriber cannot be swapped for another.
-        "altered": URLSafeSerializer("x").dump_payload({"e": "grace@example.org"}).decode() + "." + signature,
+        "forged": base64.urlsafe_b64encode(bytes(40)).decode().rstrip("="),
+        "altered": base64.urlsafe_b64encode(flipped).decode().rstrip("="),
         "truncated": good[:-4],
         "other action": app.links_for(ADA).preferences.rsplit("/", 1)[1],
-        "other key": URLSafeSerializer("another-secret", salt="paper-digest.unsubscribe").dumps({"e": ADA}),
+        "other key": Signer("another-secret").make("unsubscribe", ADA, date.today()),
+        # Grace's address with Ada's signature: a subscriber cannot be swapped for another.
+        "old kind altered": URLSafeSerializer("x").dump_payload({"e": "grace@example.org"}).decode() + "."
+        + old_signature,
+        "old kind other key": URLSafeSerializer("another-secret", salt="paper-digest.unsubscribe").dumps({"e": ADA}),
     }[tamper]
     response = web.client.post(f"/unsubscribe/{token}", content=b"List-Unsubscribe=One-Click",
                                headers={"Content-Type": "application/x-www-form-urlencoded"})
@@ -90,11 +99,14 @@ def test_bad_tokens_get_400_and_change_nothing(web, app, tamper):
     assert app.store.suppressed() == {}
 
 
-def test_resubscribe_after_unsubscribing(web, app):
-    """The page after unsubscribing offers to resubscribe; doing so makes the next send deliver again."""
-    web.client.post(web.path(app.links_for(ADA).unsubscribe), data={"List-Unsubscribe": "One-Click"})
-    response = web.client.post(web.path(app.links_for(ADA).preferences), data={"do": "resubscribe"})
-    assert "subscribed again" in response.text and app.store.suppressed() == {}
+def test_resubscribe_button_after_unsubscribing(web, app):
+    """The page after unsubscribing has a Resubscribe button; the form it posts makes the next send deliver again."""
+    done = web.client.post(web.path(app.links_for(ADA).unsubscribe), data={"List-Unsubscribe": "One-Click"})
+    assert app.store.suppressed() == {ADA: "unsubscribed"}
+    form = BeautifulSoup(done.text, "html.parser").find("button", string="Resubscribe").find_parent("form")
+    fields = {i["name"]: i["value"] for i in form.find_all("input")}
+    response = web.client.post(form["action"], data=fields)
+    assert response.status_code == 200 and "subscribed again" in response.text and app.store.suppressed() == {}
     assert outcome(app, ADA).status == "sent"
 
 
@@ -117,54 +129,58 @@ def test_pause_and_frequency_take_effect_on_the_next_send(web, app):
 
 
 def test_responses_carry_security_headers(web, app):
-    """Pages forbid framing, sniffing and referrers (their URLs hold tokens) and set a strict CSP."""
+    """Pages forbid framing, sniffing and cross-site referrers (their URLs hold tokens) and set a strict CSP."""
     headers = web.client.get(web.path(app.links_for(ADA).unsubscribe)).headers
     assert headers["X-Frame-Options"] == "DENY" and headers["X-Content-Type-Options"] == "nosniff"
-    assert headers["Referrer-Policy"] == "no-referrer" and "default-src 'none'" in headers["Content-Security-Policy"]
+    assert headers["Referrer-Policy"] == "same-origin" and "default-src 'none'" in headers["Content-Security-Policy"]
     assert headers["Cache-Control"] == "no-store"
 
 
-def test_operator_pages_on_loopback_and_not_through_a_proxy(web, app):
-    """On loopback the operator pages open; a proxied request (X-Forwarded-For) is refused."""
-    index = web.client.get("/admin/")
+def test_operator_password_is_required_even_on_loopback(web, app):
+    """/admin answers 401 without the password and with a wrong one, 200 with it; public links need none."""
+    assert web.client.get("/admin/").status_code == 401
+    assert web.client.get("/admin/", auth=("operator", "wrong")).status_code == 401
+    index = web.client.get("/admin/", auth=OPERATOR)
     assert index.status_code == 200 and ADA in index.text and "preview" in index.text
-    assert web.client.get("/admin/", headers={"X-Forwarded-For": "203.0.113.9"}).status_code == 403
+    assert web.client.get(web.path(app.links_for(ADA).unsubscribe)).status_code == 200
 
 
-def test_operator_password_is_required_when_set(app):
-    """With a password, /admin answers 401 without it and 200 with it; public links still work."""
-    server = Server(app, operator_password="s3cret")
+def test_operator_login_turned_off_opens_on_loopback_only_and_not_through_a_proxy(app):
+    """With the login explicitly off, a loopback server shows /admin; a proxied request (X-Forwarded-For) gets 403."""
+    server = Server(app, operator_password=None)
     try:
-        assert server.client.get("/admin/").status_code == 401
-        assert server.client.get("/admin/", auth=("operator", "wrong")).status_code == 401
-        assert server.client.get("/admin/", auth=("operator", "s3cret")).status_code == 200
-        assert server.client.get(server.path(app.links_for(ADA).unsubscribe)).status_code == 200
+        assert server.client.get("/admin/").status_code == 200
+        assert server.client.get("/admin/", headers={"X-Forwarded-For": "203.0.113.9"}).status_code == 403
     finally:
         server.close()
 
 
-def test_serving_beyond_loopback_needs_a_password(app, monkeypatch):
-    """Binding to 0.0.0.0 without the operator password is refused before anything listens."""
-    monkeypatch.delenv("DIGEST_OPERATOR_PASSWORD", raising=False)
-    with pytest.raises(UsageError, match="would expose the operator pages"):
-        serve(app, "0.0.0.0", 0, password_env="DIGEST_OPERATOR_PASSWORD")
+def test_login_off_beyond_loopback_is_refused(make_config, subscribers_dir, monkeypatch):
+    """Binding to 0.0.0.0 with web.operator_login = false is refused before anything listens."""
+    monkeypatch.setenv("DIGEST_SECRET", "web-test-secret")
+    app = App(make_config(subscribers={"dir": str(subscribers_dir)}, web={"operator_login": False}))
+    try:
+        with pytest.raises(UsageError, match="would expose the operator pages"):
+            serve(app, "0.0.0.0", 0, password_env="DIGEST_OPERATOR_PASSWORD")
+    finally:
+        app.close()
 
 
 @BOTH_STORES
 def test_preview_shows_the_digest_as_it_will_be_sent(web, app):
     """The preview page shows the subject and preheader, and its frame serves the exact HTML part."""
     composed = app.compose(app.roster().find(ADA), DAY, app.pool(DAY))
-    page = web.client.get("/admin/preview", params={"subscriber": ADA, "date": DAY.isoformat()})
+    page = web.client.get("/admin/preview", params={"subscriber": ADA, "date": DAY.isoformat()}, auth=OPERATOR)
     assert page.status_code == 200 and "frame-src 'self'" in page.headers["Content-Security-Policy"]
     assert composed.rendered.subject.replace("&", "&amp;") in page.text
-    html = web.client.get("/admin/preview.html", params={"subscriber": ADA, "date": DAY.isoformat()})
+    html = web.client.get("/admin/preview.html", params={"subscriber": ADA, "date": DAY.isoformat()}, auth=OPERATOR)
     assert html.text == composed.rendered.html and html.headers["X-Frame-Options"] == "SAMEORIGIN"
 
 
 def test_untrusted_profile_text_is_escaped_on_operator_pages(web, app, subscribers_dir):
     """A subscriber name with markup shows as text on the operator page."""
     (subscribers_dir / "evil.toml").write_text('email = "evil@example.org"\nname = "<script>alert(1)</script>"\n')
-    text = web.client.get("/admin/").text
+    text = web.client.get("/admin/", auth=OPERATOR).text
     assert "<script>alert(1)</script>" not in text and "&lt;script&gt;alert(1)&lt;/script&gt;" in text
 
 
@@ -201,10 +217,10 @@ def test_preview_rereads_a_changed_template(make_config, subscribers_dir, tmp_pa
     server = Server(app)
     try:
         params = {"subscriber": ADA, "date": DAY.isoformat()}
-        assert "First draft" in server.client.get("/admin/preview.html", params=params).text
+        assert "First draft" in server.client.get("/admin/preview.html", params=params, auth=OPERATOR).text
         template.write_text(header.replace("VERSION", "Second draft"), encoding="utf-8")
         os.utime(template, (time.time() + 5, time.time() + 5))  # a later mtime, whatever the clock's resolution
-        page = server.client.get("/admin/preview.html", params=params).text
+        page = server.client.get("/admin/preview.html", params=params, auth=OPERATOR).text
         assert "Second draft" in page and "First draft" not in page
     finally:
         server.close()

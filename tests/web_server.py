@@ -1,22 +1,32 @@
-"""A real web server (waitress on a free port of 127.0.0.1) running `digest serve`'s app, with a client."""
+"""Real web servers for the tests: `digest serve`'s app under waitress on a free port of 127.0.0.1 (in this
+process, or `digest serve` itself in a subprocess), each with an HTTP client."""
 
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
+import sys
 import threading
+import time
+from pathlib import Path
 
 import httpx
 
 from digest.pipeline import App
 from digest.web import create_app, make_server
 
+OPERATOR_PASSWORD = "operator-test-password"
+OPERATOR = ("operator", OPERATOR_PASSWORD)  # HTTP basic credentials for /admin/
+
 
 class Server:
-    """A running web app and an HTTP client for it."""
+    """A running web app and an HTTP client for it (the operator password is OPERATOR_PASSWORD unless given)."""
 
     def __init__(self, app: App, **options: object) -> None:
         self.app = app
-        self.server = make_server(create_app(app, **options), "127.0.0.1", 0, threads=2)
+        options.setdefault("operator_password", OPERATOR_PASSWORD)
+        self.server = make_server(create_app(app, **options), "127.0.0.1", 0, threads=2)  # type: ignore[arg-type]
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
         self.base = f"http://127.0.0.1:{self.server.effective_port}"
@@ -33,3 +43,31 @@ class Server:
     def close(self) -> None:
         self.client.close()
         self.server.close()
+
+
+class Served:
+    """`digest serve --port PORT` run as a subprocess with the config file `config` (what an operator runs)."""
+
+    def __init__(self, config: Path, port: int, env: dict[str, str]) -> None:
+        self.base = f"http://127.0.0.1:{port}"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "digest.cli", "--config", str(config), "serve", "--port", str(port)],
+            env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"digest serve exited: {self.process.communicate()[1]}")
+            with contextlib.suppress(httpx.TransportError):
+                httpx.get(f"{self.base}/admin/", timeout=1)
+                return
+            time.sleep(0.1)
+        raise RuntimeError("digest serve did not start within 30 s")
+
+    def close(self) -> tuple[str, str]:
+        """Stop the server; what it printed (stdout, stderr)."""
+        self.process.terminate()
+        try:
+            return self.process.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.communicate()

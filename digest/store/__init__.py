@@ -7,6 +7,7 @@ methods in one mixin per concern: `papers`, `sendlog`, `runs`, `feedback`.
 from __future__ import annotations
 
 import secrets
+from datetime import date
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -46,6 +47,16 @@ class Store(PaperStore, SendLogStore, ClaimStore, RosterStore, RunStore, Feedbac
 
     def close(self) -> None:
         self.engine.dispose()
+
+    def first_day(self, name: str, today: date) -> date:
+        """The day recorded under `name`: `today` on the first call, the same day ever after."""
+        key = f"first_day.{name}"
+        with self.write() as conn:
+            value = conn.execute(sa.select(meta.c.value).where(meta.c.key == key)).scalar()
+            if value is None:
+                conn.execute(meta.insert().values(key=key, value=today.isoformat()))
+                return today
+            return date.fromisoformat(value)
 
     def secret(self) -> str:
         """The link-signing key kept in the database, made on first use."""

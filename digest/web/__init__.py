@@ -3,46 +3,53 @@
 Public (under the path of `newsletter.base_url`): one-click unsubscribe (RFC 8058), preferences,
 feedback. Operator (under /admin): subscribers, any digest of any date as it will be sent. Pages
 are rendered by the renderer's own Jinja environment (templates/web/, overridable like the
-emails). Operator pages are open on a loopback-only server and need a password otherwise.
+emails). The operator pages ask for a password on every interface (the one from the environment,
+or one made at start and printed) unless the operator turns that off; every request must name a
+known Host (see `guard`).
 """
 
 from __future__ import annotations
 
-import ipaddress
 import os
-from typing import Any
+import secrets
+import sys
+from datetime import date
+from typing import Any, TextIO
 from urllib.parse import urlsplit
 
 from flask import Flask, Response
 
 from ..errors import UsageError
 from ..pipeline import App
-from . import operator, public
+from . import guard, operator, public
 from .common import CSP
+from .guard import is_loopback
 
 SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",  # page URLs carry tokens: never leak them to other sites
+    # Page URLs carry tokens: never send them to other sites. Same-origin (not no-referrer) so that the
+    # pages' own forms post with a real Origin, which the Origin check can tell from a forged one.
+    "Referrer-Policy": "same-origin",
     "Cross-Origin-Opener-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 
 
-def is_loopback(host: str) -> bool:
-    """Whether a bind address only accepts connections from this machine."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+def create_app(app: App, *, operator_password: str | None, bind: str = "127.0.0.1",
+               operator_pages: bool = True) -> Flask:
+    """The web application over `app` (its store, renderer, signer and profiles), for a server bound to `bind`.
 
-
-def create_app(app: App, *, operator_password: str | None = None, operator_pages: bool = True) -> Flask:
-    """The web application over `app` (its store, renderer, signer and profiles)."""
+    `operator_password` None opens the operator pages without a login: only to requests that did not
+    come through a proxy, and only when `bind` is loopback (see `serve`).
+    """
     web = Flask("digest.web")
     web.config["DIGEST_APP"] = app
     web.config["OPERATOR_PASSWORD"] = operator_password
+    web.config["OPERATOR_OPEN_OK"] = is_loopback(bind)
+    web.config["CSRF_KEY"] = secrets.token_bytes(32)  # operator forms' tokens: good until the server restarts
+    web.config["LINK_DAYS"] = app.config.web.link_days
+    web.config["LEGACY_SINCE"] = app.store.first_day("dated_link_tokens", date.today())
+    guard.install(web, guard.allowed_hosts(app.newsletter.base_url, bind), app.newsletter.base_url)
     base = urlsplit(app.newsletter.base_url).path.rstrip("/")
     web.register_blueprint(public.blueprint, url_prefix=base or None)
     if operator_pages:
@@ -59,13 +66,30 @@ def _secure(response: Response) -> Response:
     return response
 
 
-def serve(app: App, host: str, port: int, *, password_env: str, threads: int = 4) -> None:
-    """Serve until interrupted (waitress, a production WSGI server); refuse an open operator page off loopback."""
-    password = os.environ.get(password_env) or None
-    if not is_loopback(host) and password is None:
-        raise UsageError(f"serving on {host} would expose the operator pages: set ${password_env} "
-                         "(HTTP basic auth, behind your TLS proxy) or bind to 127.0.0.1")
-    make_server(create_app(app, operator_password=password), host, port, threads=threads).run()
+def serve(app: App, host: str, port: int, *, password_env: str, threads: int = 4,
+          out: TextIO = sys.stderr) -> None:
+    """Serve until interrupted (waitress, a production WSGI server), the operator pages behind a login.
+
+    The password is the one in $`password_env`, else one made now and printed to `out`; with
+    `web.operator_login = false` there is none, which only a loopback-bound server accepts.
+    """
+    password = operator_password(app, host, password_env)
+    server = make_server(create_app(app, operator_password=password, bind=host), host, port, threads=threads)
+    if password is not None and not os.environ.get(password_env):
+        where = f"http://{'localhost' if is_loopback(host) else host}:{server.effective_port}/admin/"
+        print(f"operator pages: {where} (user: operator, password: {password}); "
+              f"set ${password_env} to choose the password", file=out, flush=True)
+    server.run()
+
+
+def operator_password(app: App, host: str, password_env: str) -> str | None:
+    """The operator pages' password: from the environment, else made now; None only when the login is off."""
+    if not app.config.web.operator_login:
+        if not is_loopback(host):
+            raise UsageError(f"serving on {host} with web.operator_login = false would expose the operator pages: "
+                             "turn the login back on or bind to 127.0.0.1")
+        return None
+    return os.environ.get(password_env) or secrets.token_urlsafe(18)
 
 
 def make_server(web: Flask, host: str, port: int, *, threads: int = 4) -> Any:

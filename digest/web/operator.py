@@ -1,7 +1,10 @@
 """Operator pages: every subscriber and any digest of any date, rendered exactly as it will be sent.
 
-Open without a password only when the server listens on loopback and the request did not come
-through a proxy; otherwise HTTP basic auth with the password from the environment.
+Behind HTTP basic auth with the operator password (any user name) on every interface, loopback
+included. Only when the login was turned off (`web.operator_login = false`, loopback-bound server)
+are they open, and then never to a request that came through a proxy. Every form carries a CSRF
+token and every POST must bring it back from a same-site page: the browser sends the password by
+itself, so another site must not be able to make it post here.
 """
 
 from __future__ import annotations
@@ -9,29 +12,38 @@ from __future__ import annotations
 import hmac
 from datetime import date, timedelta
 
-from flask import Blueprint, Response, abort, request, url_for
+from flask import Blueprint, Response, abort, current_app, redirect, request, url_for
 
 from ..subscribers import Roster
 from .common import CSP, current, from_proxy, page
+from .guard import SAFE_METHODS, same_site
 
 blueprint = Blueprint("operator", __name__)
 
 
 @blueprint.before_request
 def authorise() -> Response | None:
-    from flask import current_app
-
-    password = current_app.config.get("OPERATOR_PASSWORD")
+    password = current_app.config["OPERATOR_PASSWORD"]
     if password is None:
-        if from_proxy():  # a proxy in front makes every request look local
+        if from_proxy() or not current_app.config["OPERATOR_OPEN_OK"]:  # a proxy makes every request look local
             abort(403)
-        return None
-    auth = request.authorization
-    given = auth.password if auth and auth.type == "basic" and auth.password else ""
-    if not hmac.compare_digest(given.encode(), password.encode()):
-        return Response("operator password required\n", 401, {"WWW-Authenticate": 'Basic realm="paper digest"'},
-                        content_type="text/plain")
+    else:
+        auth = request.authorization
+        given = auth.password if auth and auth.type == "basic" and auth.password else ""
+        if not hmac.compare_digest(given.encode(), password.encode()):
+            return Response("operator password required\n", 401,
+                            {"WWW-Authenticate": 'Basic realm="paper digest operator"'}, content_type="text/plain")
+    if request.method not in SAFE_METHODS:
+        given_token = request.form.get("csrf", "")
+        if not same_site() or not hmac.compare_digest(given_token.encode(), csrf_token().encode()):
+            return Response("this form is out of date or came from another site: reload the page\n", 403,
+                            content_type="text/plain")
     return None
+
+
+def csrf_token() -> str:
+    """The token every operator form carries (one per server start)."""
+    return hmac.new(current_app.config["CSRF_KEY"], b"operator-form", "sha256").hexdigest()
 
 
 def _day() -> date:
@@ -48,7 +60,16 @@ def index() -> str:
     roster = app.roster()
     return page("admin", day=day, prev_day=day - timedelta(days=1), next_day=day + timedelta(days=1),
                 rows=_rows(roster, day), problems=[str(p) for p in roster.problems],
-                runs=app.store.recent_runs(15))
+                runs=app.store.recent_runs(15), csrf=csrf_token(), lift_url=url_for("operator.lift"))
+
+
+@blueprint.post("/lift")
+def lift() -> Response:
+    """Lift a bounce suppression (the operator fixed the address), then back to the list."""
+    current().store.lift_bounce(request.form.get("subscriber", ""))
+    response = redirect(url_for("operator.index"), 303)
+    response.autocorrect_location_header = False
+    return response
 
 
 def _rows(roster: Roster, day: date) -> list[dict[str, object]]:
@@ -61,12 +82,13 @@ def _rows(roster: Roster, day: date) -> list[dict[str, object]]:
         state = record.status if record else "suppressed" if sub.email.lower() in suppressed else "not sent"
         detail = (record.detail if record else suppressed.get(sub.email.lower(), "")) or ""
         rows.append({"email": sub.email, "name": sub.name, "valid": True, "state": state, "detail": detail,
+                     "bounced": suppressed.get(sub.email.lower(), "").startswith("bounced"),
                      "schedule": f"{sub.frequency} at {sub.send_at:%H:%M} {sub.timezone}",
                      "topics": ", ".join(i.name for i in sub.interests) or "(trending)",
                      "preview_url": url_for("operator.preview", subscriber=sub.email, date=day.isoformat())})
     for path in roster.invalid_files:
         rows.append({"email": path, "name": "", "valid": False, "state": "invalid profile", "detail": "",
-                     "schedule": "", "topics": "", "preview_url": ""})
+                     "bounced": False, "schedule": "", "topics": "", "preview_url": ""})
     return rows
 
 

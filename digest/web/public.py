@@ -1,19 +1,28 @@
 """The endpoints behind every email's links: unsubscribe (RFC 8058 one-click), preferences, feedback.
 
-Each link carries a signed token naming the subscriber and the action; a forged, altered or
-truncated one gets a 400 page and changes nothing. A GET never changes anything (mail scanners
-follow links); the change is a POST: the mailbox provider's one-click POST, or the page's button.
+Each link carries a token naming the subscriber, the action and the day it was made; a forged,
+altered or truncated one gets a 400 page and changes nothing. The unsubscribe link never expires;
+the preferences and feedback links expire `web.link_days` after their day (410), and the links a
+page offers are dated like the one that led there, so an old email cannot mint fresh ones. A GET
+never changes anything (mail scanners follow links); the change is a POST: the mailbox provider's
+one-click POST (body `List-Unsubscribe=One-Click`), or the page's own button. A POST whose browser
+names another site (Origin, Referer) is refused. Every change is idempotent: the same POST any
+number of times at once leaves the same state and answers 200.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import date, timedelta
+from urllib.parse import urlsplit
 
-from flask import Blueprint, Response, abort, request
+from flask import Blueprint, Response, abort, current_app, request
 
+from ..models import Links
 from ..subscribers import WEEKDAYS
-from ..tokens import BadToken
+from ..tokens import BadToken, Token
 from .common import current, page
+from .guard import same_site
 
 blueprint = Blueprint("public", __name__)
 
@@ -23,17 +32,54 @@ FREQUENCIES = [("daily", "Every day"), ("weekdays", "Monday to Friday")] + [
 PAUSES = [(7, "For a week"), (14, "For two weeks"), (30, "For a month"), (90, "For three months")]
 
 
-def _email(action: str, token: str) -> str:
+def _token(action: str, token: str) -> Token:
+    """The token's subject, or the 400 (bad) or 410 (expired) page."""
     try:
-        return current().signer.check(action, token)["e"]
+        subject = current().signer.check(action, token)
     except BadToken:
         abort(400)
+    if action != "unsubscribe" and _good_until(subject) < date.today():
+        abort(410)
+    return subject
+
+
+def _good_until(subject: Token) -> date:
+    """The last day a preferences or feedback link dated like `subject` works (old undated links: from the upgrade)."""
+    return (subject.issued or current_app.config["LEGACY_SINCE"]) + timedelta(days=current_app.config["LINK_DAYS"])
+
+
+def _links(subject: Token) -> Links | None:
+    """The links a page offers, dated like the token that led to it; None once those would have expired."""
+    if _good_until(subject) < date.today():
+        return None
+    links = current().links_for(subject.email, subject.issued or current_app.config["LEGACY_SINCE"])
+    # As paths: this server answers under base_url's path whatever host the request named.
+    return replace(links, unsubscribe=urlsplit(links.unsubscribe).path, preferences=urlsplit(links.preferences).path,
+                   feedback=urlsplit(links.feedback).path)
+
+
+def _same_site_or_403() -> None:
+    if not same_site():
+        abort(403)
 
 
 @blueprint.app_errorhandler(400)
 def bad_link(_error: Exception) -> tuple[str, int]:
     return page("message", heading="This link is not valid",
                 text="It may have been cut short or changed. Use the link in your latest email."), 400
+
+
+@blueprint.app_errorhandler(403)
+def other_site(_error: Exception) -> tuple[str, int]:
+    return page("message", heading="Not from this site",
+                text="This request came from another web site. Open the link from your email instead."), 403
+
+
+@blueprint.app_errorhandler(410)
+def expired(_error: Exception) -> tuple[str, int]:
+    return page("message", heading="This link has expired",
+                text="Links to preferences and feedback work for a while after each email. "
+                     "Use the links in your latest email."), 410
 
 
 @blueprint.app_errorhandler(404)
@@ -44,35 +90,42 @@ def not_found(_error: Exception) -> tuple[str, int]:
 @blueprint.get("/unsubscribe/<token>")
 def unsubscribe_page(token: str) -> str:
     """A confirmation page: a GET (a person, or a scanner following the link) unsubscribes nobody."""
-    email = _email("unsubscribe", token)
-    links = current().links_for(email)
-    return page("unsubscribe", email=email, done=False, action=request.path, preferences_url=links.preferences)
+    subject = _token("unsubscribe", token)
+    links = _links(subject)
+    return page("unsubscribe", email=subject.email, done=False, action=request.path,
+                preferences_url=links.preferences if links else None)
 
 
 @blueprint.post("/unsubscribe/<token>")
 def unsubscribe(token: str) -> str:
     """RFC 8058 one-click (body `List-Unsubscribe=One-Click`) or the page's button: unsubscribe at once."""
-    email = _email("unsubscribe", token)
-    app = current()
-    app.store.suppress(email.lower(), "unsubscribed")
-    return page("unsubscribe", email=email, done=True, resubscribe_url=app.links_for(email).preferences)
+    subject = _token("unsubscribe", token)
+    _same_site_or_403()
+    if request.form.get("List-Unsubscribe") != "One-Click":
+        abort(400)  # RFC 8058: a POST without this body is not a one-click unsubscribe (a scanner, a prefetch)
+    current().store.suppress(subject.email, "unsubscribed")
+    links = _links(subject)
+    return page("unsubscribe", email=subject.email, done=True, resubscribe_url=links.preferences if links else None)
 
 
 @blueprint.route("/preferences/<token>", methods=["GET", "POST"])
 def preferences(token: str) -> str | Response:
     """Pause for a while, change how often, or resubscribe."""
-    email = _email("preferences", token)
-    app = current()
+    subject = _token("preferences", token)
+    email, app = subject.email, current()
+    if request.method == "POST":
+        _same_site_or_403()
     message = _apply(email, request.form) if request.method == "POST" else ""
     prefs = app.store.preference(email)
     profile = app.roster().find(email)
     frequency = (prefs.frequency if prefs and prefs.frequency else profile.frequency if profile else "daily")
     paused = prefs.paused_until if prefs and prefs.paused_until and prefs.paused_until >= date.today() else None
-    reason = app.store.suppressed().get(email.lower())
+    reason = app.store.suppressed_among([email]).get(email.lower())
+    links = _links(subject)
     return page("preferences", email=email, message=message, action=request.path, frequency=frequency,
                 frequency_label=dict(FREQUENCIES).get(frequency, frequency).lower(), frequencies=FREQUENCIES,
                 pauses=PAUSES, paused_until=paused, unsubscribed=reason is not None,
-                unsubscribe_url=app.links_for(email).unsubscribe)
+                unsubscribe_url=links.unsubscribe if links else "")
 
 
 def _apply(email: str, form: dict[str, str]) -> str:
@@ -97,13 +150,15 @@ def _apply(email: str, form: dict[str, str]) -> str:
 @blueprint.route("/feedback/<token>/<int:paper_id>/<any(more, less):direction>", methods=["GET", "POST"])
 def feedback(token: str, paper_id: int, direction: str) -> str:
     """'More / less like this': the GET asks, the POST records (the same signal as `digest feedback`)."""
-    email = _email("feedback", token)
+    subject = _token("feedback", token)
     app = current()
     paper = app.store.paper(paper_id)
     if paper is None:
         abort(404)
     done = request.method == "POST"
     if done:
-        app.store.add_feedback(email, paper_id, 1 if direction == "more" else -1)
+        _same_site_or_403()
+        app.store.add_feedback(subject.email, paper_id, 1 if direction == "more" else -1)
+    links = _links(subject)
     return page("feedback", paper=paper, more=direction == "more", done=done, action=request.path,
-                preferences_url=app.links_for(email).preferences)
+                preferences_url=links.preferences if links else None)
