@@ -31,7 +31,6 @@ from digest.filters import clear_caches  # noqa: E402
 from digest.models import Interest, Subscriber  # noqa: E402
 from digest.pipeline import App  # noqa: E402
 from digest.render import Renderer, inline_css  # noqa: E402
-from digest.select.batch import prepare  # noqa: E402
 
 DAY = date(2026, 6, 12)
 # Keyword sets a research-newsletter audience would write, in the seed papers' fields.
@@ -68,18 +67,24 @@ def make_subscribers(n: int, seed: int = 7) -> list[Subscriber]:
 
 
 def run(app: App, subscribers: list[Subscriber], day: date = DAY) -> tuple[float, int, int]:
-    """Seconds to compose every digest of `day`, the papers they hold, and the bytes of the messages."""
+    """Seconds to compose every digest of `day`, the papers they hold, and the bytes of the messages.
+
+    Composed as a send run composes: the pool analysed once, then a batch (`delivery.batch_size`) at a
+    time: the batch's history and feedback read in a few queries, ranked together (`select_many`),
+    each digest rendered and built into a message.
+    """
     papers = size = 0
     clear_caches()  # each run starts with cold formatting caches, as a send process does
     start = time.perf_counter()
-    pool = app.pool(day)  # what a send run does once, then once per subscriber:
-    signals = app.signals(subscribers, day)  # everyone's history and feedback in a few queries
-    prepare(pool, subscribers, app.settings)  # everyone's keywords scored in one sparse product
-    with app.renderer.pinned():  # templates looked up once for the run, as `App.send` does
-        for subscriber in subscribers:
-            composed = app.compose(subscriber, day, pool, signals=signals[subscriber.email])
-            papers += composed.digest.count
-            size += len(composed.message.as_bytes())
+    pool = app.pool(day)
+    compose, batch = app.composer(pool), app.config.delivery.batch_size
+    with app.renderer.pinned():  # templates looked up once for the run, as a send run does
+        for first in range(0, len(subscribers), batch):
+            for composed in compose(subscribers[first:first + batch], day):
+                if isinstance(composed, Exception):
+                    raise composed
+                papers += composed.digest.count
+                size += len(composed.message.as_bytes())
     return time.perf_counter() - start, papers, size
 
 
