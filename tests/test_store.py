@@ -143,10 +143,14 @@ def test_concurrent_claimers_never_share_a_digest(store_url):
     queue(store, emails)
     got: list[list[str]] = [[] for _ in range(8)]
 
+    ready = threading.Barrier(8)
+
     def worker(n: int) -> None:
         mine = Store(store_url)
+        ready.wait(60)  # all connected before the first claim, so that they race
         while batch := mine.claim(DAY, f"w/{n}/0/t", limit=7, lease_until=later(minutes=5)):
             got[n] += [c.subscriber for c in batch]
+            threading.Event().wait(0.002)  # a worker composes its batch before claiming the next
         mine.close()
 
     threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
