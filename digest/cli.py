@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .config import Config, load_config
-from .errors import DigestError, StoreError, UsageError
+from .errors import ConfigError, DigestError, StoreError, UsageError
 from .logs import setup_logging
 
 if TYPE_CHECKING:  # the commands import what they use when they run, so `digest --help` loads none of it
@@ -485,17 +485,25 @@ COMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
 }
 
 
+def _one_line(text: str) -> str:
+    """A message on one line, however many the error held (a TOML parser's, a server's reply)."""
+    return " ".join(text.split("\n")).strip()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     level = logging.DEBUG if args.debug else logging.INFO if args.verbose else logging.WARNING
     setup_logging(level, args.log_format)
+    # Only `subscribers check` runs without a digest.toml (a profiles repository's CI); anything else would
+    # quietly make a digest.db wherever it was started.
+    files_only = args.command == "subscribers" and args.action == "check"
     try:
-        return COMMANDS[args.command](load_config(args.config), args)
+        return COMMANDS[args.command](load_config(args.config, required=not files_only), args)
     except DigestError as exc:
         if args.debug:
             raise
-        print(f"digest: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE if isinstance(exc, UsageError) else EXIT_FAILED
+        print(f"digest: error: {_one_line(str(exc))}", file=sys.stderr)
+        return EXIT_USAGE if isinstance(exc, (UsageError, ConfigError)) else EXIT_FAILED
     except KeyboardInterrupt:
         print("digest: interrupted", file=sys.stderr)
         return 130

@@ -14,7 +14,7 @@ from digest.catalogue import export_csv, import_path, roster, sync
 from digest.store import Store
 from digest.store.roster import profile_json
 
-from .conftest import SEEDS, SUBSCRIBERS
+from .conftest import SEEDS, SUBSCRIBERS, cli_env
 
 
 @pytest.fixture
@@ -123,7 +123,7 @@ def test_imported_subscribers_get_their_digest_without_any_profile_file(tmp_path
 
     def digest(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "digest", *args], cwd=tmp_path, capture_output=True, text=True,
-                              timeout=120, env={"PATH": "/usr/bin:/bin", "DIGEST_SECRET": "s"})
+                              timeout=120, env=cli_env(DIGEST_SECRET="s"))
 
     imported = digest("subscribers", "import", "list.csv")
     assert imported.returncode == 0 and "imported 20 subscribers" in imported.stdout, imported.stderr

@@ -14,7 +14,7 @@ import pytest
 from digest.mail import message_id
 from digest.store import Store
 
-from .conftest import DAY, FIXTURES, SEEDS, SUBSCRIBERS
+from .conftest import DAY, FIXTURES, SEEDS, SUBSCRIBERS, cli_env
 from .smtpd import Recorder, free_port, smtp_server
 
 ARXIV = FIXTURES / "arxiv_sample_head.jsonl.gz"
@@ -22,7 +22,7 @@ ARXIV = FIXTURES / "arxiv_sample_head.jsonl.gz"
 
 def run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "digest", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120, env={"PATH": "/usr/bin:/bin", "DIGEST_SECRET": "test-secret"})
+                          timeout=120, env=cli_env())
 
 
 @pytest.fixture
@@ -81,10 +81,10 @@ def test_errors_are_one_line_without_traceback(site):
 
 
 def test_bad_setting_fails_at_start(site):
-    """A typo in digest.toml stops the command before anything runs, naming the file and a hint."""
+    """A typo in digest.toml stops the command before anything runs, naming the file and a hint (exit 2)."""
     (site / "digest.toml").write_text('[newsletter]\nnmae = "x"\n')
     result = run(site, "send")
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "did you mean 'name'?" in result.stderr and "digest.toml" in result.stderr
 
 

@@ -21,7 +21,7 @@ from apscheduler.triggers.cron import CronTrigger
 
 from digest.pipeline import App
 
-from .conftest import DAY, ROOT, SEEDS
+from .conftest import DAY, ROOT, SEEDS, cli_env
 from .http_server import Reply, ScriptedServer
 
 NOWHERE = 'email = "{email}"\nmax_papers = {n}\n\n[[interests]]\nname = "Basket weaving"\nkeywords = ["{kw}"]\n'
@@ -29,7 +29,7 @@ NOWHERE = 'email = "{email}"\nmax_papers = {n}\n\n[[interests]]\nname = "Basket 
 
 def cli(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "digest", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env={"PATH": "/usr/bin:/bin", "DIGEST_SECRET": "test-secret"})
+                          timeout=timeout, env=cli_env())
 
 
 def write_profiles(folder: Path, texts: dict[str, str]) -> Path:
@@ -113,7 +113,7 @@ def test_sigterm_finishes_the_message_in_flight_and_exits_cleanly(tmp_path):
     assert cli(tmp_path, "ingest").returncode == 0
     daemon = subprocess.Popen([sys.executable, "-m", "digest", "schedule"], cwd=tmp_path, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              env={"PATH": "/usr/bin:/bin", "DIGEST_SECRET": "test-secret"})
+                              env=cli_env())
     outbox = tmp_path / "outbox" / now.date().isoformat()
     deadline = time.monotonic() + 60
     while not (outbox.exists() and any(outbox.glob("*.eml"))) and time.monotonic() < deadline:
@@ -173,7 +173,7 @@ def test_progress_bar_on_a_terminal_only(tmp_path):
                                               for i in range(60)})
     (tmp_path / "digest.toml").write_text(f'[ingest]\npaths = ["{SEEDS}"]\n', encoding="utf-8")
     assert cli(tmp_path, "ingest", "--date", "2026-06-12").returncode == 0
-    env = {"PATH": "/usr/bin:/bin", "DIGEST_SECRET": "test-secret"}
+    env = cli_env()
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # a terminal 100 columns wide
     process = subprocess.Popen([sys.executable, "-m", "digest", "send", "--date", "2026-06-12", "--dry-run"],
