@@ -27,12 +27,23 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def _date(text: str) -> date:
+    from .models import FIRST_DAY, LAST_DAY
+
     if text == "today":
         return date.today()
     try:
-        return date.fromisoformat(text)
+        day = date.fromisoformat(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a date like 2026-06-12 (or 'today')") from None
+    if not FIRST_DAY <= day <= LAST_DAY:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date from {FIRST_DAY} to {LAST_DAY}")
+    return day
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or not 0 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number from 0 to 65535 (0: any free port)")
+    return int(text)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -94,7 +105,7 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="the web endpoints (unsubscribe, preferences, feedback) and "
                                               "the operator's preview pages")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8025, help="port (default: 8025)")
+    serve.add_argument("--port", type=_port, default=8025, help="port (default: 8025; 0: any free port)")
 
     db = commands.add_parser("db", help="the database schema: show its revision, or upgrade it")
     db.add_argument("action", choices=("upgrade", "current"),
@@ -138,7 +149,7 @@ def _print_ingest(app: App, paths: Sequence[Path], day: date) -> int:
     for error in report.errors:
         print(f"error: {error}", file=sys.stderr)
     print(report.summary())
-    return EXIT_OK if report.files else EXIT_FAILED
+    return EXIT_FAILED if report.errors or not report.files else EXIT_OK
 
 
 def cmd_ingest(config: Config, args: argparse.Namespace) -> int:
@@ -166,12 +177,11 @@ def cmd_subscribers(config: Config, args: argparse.Namespace) -> int:
 
 
 def _subscribers_list(app: App, args: argparse.Namespace) -> int:
-    for problem in app.sync().problems:
-        print(f"warning: skipping profile: {problem}", file=sys.stderr)
+    problems = app.sync().problems
     for sub in app.store.iter_subscribers():
         topics = ", ".join(i.name for i in sub.interests) or "(trending)"
         print(f"{sub.email}\t{sub.name}\t{sub.frequency} at {sub.send_at:%H:%M} {sub.timezone}\t{topics}")
-    return EXIT_OK
+    return EXIT_FAILED if problems else EXIT_OK
 
 
 def _subscribers_import(app: App, args: argparse.Namespace) -> int:
@@ -219,6 +229,7 @@ SUBSCRIBER_ACTIONS: dict[str, Callable[[App, argparse.Namespace], int]] = {
 def cmd_preview(config: Config, args: argparse.Namespace) -> int:
     app = _app(config)
     try:
+        problems = app.sync().problems
         results = app.preview(args.date or date.today(), args.out, only=args.subscriber)
     finally:
         app.close()
@@ -227,7 +238,7 @@ def cmd_preview(config: Config, args: argparse.Namespace) -> int:
         print(f"{composed.digest.subscriber.email}: {composed.rendered.subject}{note}")
         for path in files:
             print(f"  {path}")
-    return EXIT_OK
+    return EXIT_FAILED if problems and not args.subscriber else EXIT_OK
 
 
 def cmd_send(config: Config, args: argparse.Namespace) -> int:
@@ -252,7 +263,7 @@ def _print_send(report: SendReport) -> int:
         print(f"digest: error: {report.halted} ({report.not_attempted} more digests not attempted; "
               "the next run sends them)", file=sys.stderr)
     print(report.summary())
-    return EXIT_OK if report.ok else EXIT_FAILED
+    return EXIT_OK if report.ok and not report.invalid_profiles else EXIT_FAILED
 
 
 def cmd_send_test(config: Config, args: argparse.Namespace) -> int:
@@ -289,7 +300,7 @@ def cmd_fetch(config: Config, args: argparse.Namespace) -> int:
     for error in errors:
         print(f"error: {error}", file=sys.stderr)
     print(report.summary())
-    return EXIT_FAILED if failed else EXIT_OK
+    return EXIT_FAILED if failed or isinstance(report, IngestReport) and errors else EXIT_OK
 
 
 def cmd_run(config: Config, args: argparse.Namespace) -> int:
@@ -300,6 +311,8 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
         report = jobs.run_job(app, datetime.now(UTC), args.date, dry_run=args.dry_run)
     finally:
         app.close()
+    for error in report.errors:
+        print(f"error: {error}", file=sys.stderr)
     for send in report.sends:
         for outcome in send.outcomes:
             if outcome.status == "failed":
@@ -350,8 +363,9 @@ def cmd_serve(config: Config, args: argparse.Namespace) -> int:
 
     app = _app(config)
     try:
-        print(f"serving on http://{args.host}:{args.port}/ (operator pages at /admin/); Ctrl-C stops")
-        serve(app, args.host, args.port, password_env=config.web.operator_password_env)
+        serve(app, args.host, args.port, password_env=config.web.operator_password_env,
+              ready=lambda host, port: print(f"serving on http://{host}:{port}/ (operator pages at /admin/); "
+                                             "Ctrl-C stops", flush=True))
     finally:
         app.close()
     return EXIT_OK

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import ipaddress
 import os
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 from flask import Flask, Response
 
-from ..errors import UsageError
+from ..errors import DigestError, UsageError
 from ..pipeline import App
 from . import operator, public
 from .common import CSP
@@ -59,13 +60,23 @@ def _secure(response: Response) -> Response:
     return response
 
 
-def serve(app: App, host: str, port: int, *, password_env: str, threads: int = 4) -> None:
-    """Serve until interrupted (waitress, a production WSGI server); refuse an open operator page off loopback."""
+def serve(app: App, host: str, port: int, *, password_env: str, threads: int = 4,
+          ready: Callable[[str, int], object] = lambda host, port: None) -> None:
+    """Serve until interrupted (waitress, a production WSGI server); refuse an open operator page off loopback.
+
+    `ready` is told the address once the socket is listening (so nothing claims to serve on a port it could
+    not take); a port that cannot be taken is a DigestError naming it."""
     password = os.environ.get(password_env) or None
     if not is_loopback(host) and password is None:
         raise UsageError(f"serving on {host} would expose the operator pages: set ${password_env} "
                          "(HTTP basic auth, behind your TLS proxy) or bind to 127.0.0.1")
-    make_server(create_app(app, operator_password=password), host, port, threads=threads).run()
+    try:
+        server = make_server(create_app(app, operator_password=password), host, port, threads=threads)
+    except OSError as exc:
+        raise DigestError(f"cannot listen on {host}:{port}: {exc.strerror or exc} (is another `digest serve` "
+                          "running? choose another --port)") from exc
+    ready(host, int(server.effective_port))
+    server.run()
 
 
 def make_server(web: Flask, host: str, port: int, *, threads: int = 4) -> Any:

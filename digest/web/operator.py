@@ -11,6 +11,7 @@ from datetime import date, timedelta
 
 from flask import Blueprint, Response, abort, request, url_for
 
+from ..models import FIRST_DAY, LAST_DAY
 from ..subscribers import Roster
 from .common import CSP, current, from_proxy, page
 
@@ -36,9 +37,12 @@ def authorise() -> Response | None:
 
 def _day() -> date:
     try:
-        return date.fromisoformat(request.args.get("date", "")) if request.args.get("date") else date.today()
+        day = date.fromisoformat(request.args.get("date", "")) if request.args.get("date") else date.today()
     except ValueError:
         abort(400)
+    if not FIRST_DAY <= day <= LAST_DAY:
+        abort(400)
+    return day
 
 
 @blueprint.get("/")

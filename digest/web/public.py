@@ -11,6 +11,7 @@ from datetime import date, timedelta
 
 from flask import Blueprint, Response, abort, request
 
+from ..models import MAX_ROW_ID
 from ..subscribers import WEEKDAYS
 from ..tokens import BadToken
 from .common import current, page
@@ -99,7 +100,7 @@ def feedback(token: str, paper_id: int, direction: str) -> str:
     """'More / less like this': the GET asks, the POST records (the same signal as `digest feedback`)."""
     email = _email("feedback", token)
     app = current()
-    paper = app.store.paper(paper_id)
+    paper = app.store.paper(paper_id) if paper_id <= MAX_ROW_ID else None
     if paper is None:
         abort(404)
     done = request.method == "POST"
