@@ -262,6 +262,11 @@ def _print_send(report: SendReport) -> int:
     if report.halted:
         print(f"digest: error: {report.halted} ({report.not_attempted} more digests not attempted; "
               "the next run sends them)", file=sys.stderr)
+    empty = [o.subscriber for o in report.outcomes if o.status == "skipped" and "relevance floor" in o.reason]
+    if empty:
+        print(f"note: empty digests (nothing new above select.min_relevance), not sent: {', '.join(empty[:10])}"
+              f"{' …' if len(empty) > 10 else ''}; `digest rank --subscriber EMAIL --limit 10` shows the scores",
+              file=sys.stderr)
     print(report.summary())
     return EXIT_OK if report.ok and not report.invalid_profiles else EXIT_FAILED
 
@@ -414,7 +419,9 @@ def cmd_status(config: Config, args: argparse.Namespace) -> int:
         store, counts = app.store, None
         total = store.count_subscribers()
         if total <= LIST_LIMIT:
-            lines = delivery_lines(app.roster().subscribers, day, store.deliveries_on(day), store.suppressed())
+            paused = {p.email: p.paused_until for p in store.preferences().values() if p.paused_until}
+            lines = delivery_lines(app.roster().subscribers, day, store.deliveries_on(day), store.suppressed(),
+                                   now=now, grace=timedelta(minutes=config.schedule.grace_minutes), paused=paused)
         else:
             counts, lines = large_list(total, store.delivery_counts(day), store.deliveries_in(day, ATTENTION, 50),
                                        store.count_suppressed())
@@ -462,6 +469,7 @@ def _ranked_text(r: Ranked) -> str:
 def cmd_rank(config: Config, args: argparse.Namespace) -> int:
     app = _app(config)
     day = args.date or date.today()
+    errors: list[Any] = []
     try:
         subscriber = app.profile(args.subscriber, args.profile)
         papers = None
@@ -475,11 +483,27 @@ def cmd_rank(config: Config, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([_ranked_json(r) for r in ranked], ensure_ascii=False, indent=1))
         return EXIT_OK
-    print(f"{subscriber.email} on {day}: {len(ranked)} papers; relevance = estimated probability of being on "
-          f"topic, ✓ = at least select.min_relevance {app.settings.min_relevance:g}")
+    for line in _rank_header(subscriber.email, day, ranked, app.settings, limited=args.limit is not None):
+        print(line)
     for r in ranked:
         print(_ranked_text(r))
-    return EXIT_OK
+    return EXIT_FAILED if args.papers and errors else EXIT_OK
+
+
+def _rank_header(email: str, day: date, ranked: Sequence[Ranked], settings: Any, *, limited: bool) -> list[str]:
+    """What the list is, how many pass the floor, and why the scores may not fall steadily."""
+    passing = sum(r.passes_floor for r in ranked)
+    what = f"the top {len(ranked)} candidates, whatever the floor" if limited else f"{len(ranked)} picks"
+    lines = [f"{email} on {day}: {what}; {passing} at or above select.min_relevance {settings.min_relevance:g} "
+             "(✓; relevance = estimated probability of being on topic)"]
+    if not passing:
+        lines.append("none passes the floor: this digest would be empty (delivery.quiet_days decides whether it is "
+                     "skipped or replaced by the trending papers)")
+    scores = [r.score for r in ranked]
+    if any(later > earlier for earlier, later in zip(scores, scores[1:], strict=False)):
+        lines.append(f"order: the digest's, re-ranked for diversity (select.diversity {settings.diversity:g}): a "
+                     "paper close to one above it moves down, so the scores do not fall steadily")
+    return lines
 
 
 def cmd_feedback(config: Config, args: argparse.Namespace) -> int:

@@ -263,7 +263,7 @@ def _url_problem(value: str, *, https: bool = False) -> str | None:
         return f"must be a URL ({exc})"
     schemes = ("https",) if https else ("http", "https")
     if parts.scheme not in schemes or not parts.hostname or " " in value:
-        return f"must be a{'n https' if https else ' http or https'} URL with a host, like https://example.org/"
+        return f"must be an {'https' if https else 'http or https'} URL with a host, like https://example.org/"
     return None
 
 

@@ -79,7 +79,8 @@ def test_run_with_a_failing_source_still_sends_and_exits_1(site):
             f'url = "{s.url("/down")}"\n', encoding="utf-8")
         result = cli(site, "run", "--date", "2026-06-12")
     assert result.returncode == 1
-    assert "arxiv: failed: HTTP 503" in result.stdout and "daily: 30 records, 30 new" in result.stdout
+    assert f"arxiv: failed: {s.url('/down')}: HTTP 503" in result.stdout  # the source's URL, to look into
+    assert "daily: 30 records, 30 new" in result.stdout
     assert "2026-06-12: sent 1, skipped 1, failed 0" in result.stdout
     assert (site / "outbox" / "2026-06-12" / "a@example.org.eml").exists()
     status = cli(site, "status", "--date", "2026-06-12")

@@ -60,7 +60,8 @@ class SourceSpec:
     @property
     def label(self) -> str:
         """How reports and `digest status` name this source."""
-        return self.name or f"{self.kind}:{self.path or self.url or '+'.join(self.categories) or self.query}"
+        where = self.path or self.url or "+".join(self.categories) or self.query
+        return self.name or (f"{self.kind}:{where}" if where else self.kind)
 
     def url_for(self, day: date) -> str:
         """The URL to fetch for `day`."""
