@@ -118,39 +118,42 @@ class Dispatch:
             return self._send_one(day, self.app.subscriber(only), report, dry_run)
         wanted = self.app.slots() if slots is None else list(slots)
         on_day = [_slot(s) for s in wanted if is_delivery_day(s.frequency, day)]
+        resting: dict[str, list[tuple[str, time, str]]] = {}  # frequency -> its slots with no digest today
         for slot in wanted:
             if not is_delivery_day(slot.frequency, day):
-                emails, total = self.app.store.emails_in_slots([_slot(slot)], KEEP_OUTCOMES)
-                why = f"not a delivery day for frequency {slot.frequency}"
-                for email in emails:
-                    report.add(Outcome(email, "skipped", why))
-                    log.info("skipped %s: %s", email, why)
-                report.counts["skipped"] += total - len(emails)
-        pool = self.app.pool(day)
+                resting.setdefault(slot.frequency, []).append(_slot(slot))
+        for frequency, its_slots in resting.items():
+            emails, total = self.app.store.emails_in_slots(its_slots, KEEP_OUTCOMES)
+            why = f"not a delivery day for frequency {frequency}"
+            for email in emails:
+                report.add(Outcome(email, "skipped", why))
+                log.info("skipped %s: %s", email, why)
+            report.counts["skipped"] += total - len(emails)
         with self.app.renderer.pinned():
             if dry_run:
-                return self._dry_run(pool, self.app.store.iter_subscribers(slots=on_day), day, report)
+                return self._dry_run(self.app.pool(day), self.app.store.iter_subscribers(slots=on_day), day, report)
             queue = self.app.store.enqueue_slots(day, on_day, self.app.transport.name)
-            return self._work(pool, day, queue, report, should_stop, command)
+            return self._work(day, queue, report, should_stop, command)
 
     def _send_one(self, day: date, subscriber: Subscriber, report: SendReport, dry_run: bool) -> SendReport:
         """`digest send --subscriber`: that one digest, through the same queue and claims."""
         blocked = self.blocked(day)([subscriber.email])
         due = skip(report, [subscriber], lambda s: blocked.why(s.email) or (
             None if is_delivery_day(s.frequency, day) else f"not a delivery day for frequency {s.frequency}"))
-        pool = self.app.pool(day)
         with self.app.renderer.pinned():
             if dry_run:
-                return self._dry_run(pool, iter(due), day, report)
+                return self._dry_run(self.app.pool(day), iter(due), day, report)
             queue = self.app.store.enqueue(day, [s.email for s in due], transport=self.app.transport.name,
                                        message_id=lambda e: message_id(e, day, self.app.newsletter.from_address))
-            return self._work(pool, day, queue, report, lambda: False, "send", only=subscriber.email)
+            return self._work(day, queue, report, lambda: False, "send", only=subscriber.email)
 
-    def _work(self, pool: Pool, day: date, queue: Queue, report: SendReport, should_stop: Callable[[], bool],
+    def _work(self, day: date, queue: Queue, report: SendReport, should_stop: Callable[[], bool],
               command: str, only: str | None = None) -> SendReport:
         queue_outcomes(queue, report)
-        self._deliver(pool, day, report, should_stop, command, only, queue.queued)
-        report.others = max(0, queue.queued + queue.held - report.claimed)
+        if queue.queued or queue.held:  # nothing due (all sent already): no pool to analyse, no ranking to load
+            self._deliver(self.app.pool(day), day, report, should_stop, command, only, queue.queued)
+        # what was due and neither attempted here nor still queued went to another run or worker
+        report.others = max(0, queue.queued + queue.held - report.claimed - report.left)
         return report
 
     def _deliver(self, pool: Pool, day: date, report: SendReport, should_stop: Callable[[], bool], command: str,

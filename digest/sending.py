@@ -60,7 +60,8 @@ class SendReport:
     halted: str = ""  # why the transport stopped taking messages, if it did
     not_attempted: int = 0  # digests left queued because the transport stopped
     others: int = 0  # due digests another run or worker held or sent meanwhile
-    claimed: int = 0  # digests this run claimed
+    claimed: int = 0  # digests this run claimed and attempted (claims given back unsent do not count)
+    left: int = 0  # digests of the date still queued when this run ended
     counts: Counter[str] = field(default_factory=Counter)
     retried: int = 0  # digests that needed more than one try
     suppressed: int = 0  # addresses suppressed by this run's bounces
@@ -82,6 +83,7 @@ class SendReport:
         self.suppressed += other.suppressed
         self.claimed += other.claimed
         self.not_attempted = max(self.not_attempted, other.not_attempted)
+        self.left = max(self.left, other.left)
         self.halted = self.halted or other.halted
 
     def count(self, status: str) -> int:
@@ -162,9 +164,10 @@ class Sender:
                                                failed=report.count("failed"), deferred=report.count("deferred"),
                                                skipped=report.count("skipped"))
         finally:
-            self.store.release(me)
+            report.claimed -= self.store.release(me)
+            report.left = self.store.count_queued(day)
             if report.halted:
-                report.not_attempted = self.store.count_queued(day)
+                report.not_attempted = report.left
             self.store.worker_progress(me, finished=True, claimed=claimed, sent=report.count("sent"),
                                        failed=report.count("failed"), deferred=report.count("deferred"),
                                        skipped=report.count("skipped"))

@@ -133,10 +133,11 @@ def test_connection_dropped_in_the_middle_of_data_is_retried(smtp_app):
 def test_unreachable_server_defers_everything_and_loses_nothing(smtp_app):
     """With nothing listening, the run stops after the retries; every due digest is sent by the next run."""
     port = free_port()
-    app = smtp_app(port, delivery={"attempts": 2})
+    app = smtp_app(port, delivery={"attempts": 2, "batch_size": 2})
     report = app.send(DAY)
     assert report.halted.startswith(f"cannot connect to 127.0.0.1:{port}")
     assert report.count("deferred") == 4 and report.count("sent") == 0
+    assert report.others == 0 and "other workers" not in report.summary()  # the rest wait; nobody else took them
     # the one tried waits as pending; the others were never claimed and stay queued for the next run
     assert sorted(r.status for r in app.store.deliveries_on(DAY)) == ["pending", "queued", "queued", "queued"]
     server = Recorder()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 
 import pytest
@@ -180,3 +180,27 @@ def test_unreachable_postgres_is_one_clear_error():
 def test_sqlite_folder_must_exist(tmp_path: Path):
     with pytest.raises(StoreError, match="does not exist"):
         Store(f"sqlite:///{tmp_path / 'missing' / 'digest.db'}")
+
+
+def test_slots_select_exactly_their_subscribers_whatever_their_number(store_url):
+    """Hundreds of slots due at once: each subscriber is queued when their (time zone, time, frequency) is
+    among them, a frequency chosen on the preferences page counting over the profile's."""
+    from digest.models import Subscriber
+
+    store = Store(store_url)
+    zones = ["UTC", "Europe/London", "America/New_York", "Asia/Tokyo"]
+    people = [Subscriber(email=f"p{i:03}@example.org", timezone=zones[i % 4], send_at=time(i % 24, 30 * (i % 2)),
+                         frequency="weekly" if i % 5 == 0 else "daily") for i in range(240)]
+    store.put_subscribers(people, "csv")
+    store.set_preference("p001@example.org", frequency="weekly")  # daily in its profile
+    slots = sorted({(s.timezone, s.send_at, s.frequency) for s in people} | {("UTC", time(7), "weekly")})
+    due = set(slots[::2])
+    chosen = {s.email: s.frequency for s in people} | {"p001@example.org": "weekly"}
+    expected = {s.email for s in people if (s.timezone, s.send_at, chosen[s.email]) in due}
+    assert 0 < len(expected) < len(people)
+    found = store.enqueue_slots(DAY, sorted(due), "outbox")
+    queued = {c.subscriber for c in store.claim(DAY, "a/1/1/x", limit=1000, lease_until=later(minutes=5))}
+    assert found.queued == len(queued) and queued == expected
+    emails, total = store.emails_in_slots([s for s in slots if s not in due], limit=5)
+    assert total == len(people) - len(expected) and len(emails) == 5
+    store.close()
