@@ -37,9 +37,14 @@ def site(tmp_path: Path) -> Path:
 
 
 def test_run_ingests_and_delivers_to_outbox(site):
-    """`digest run --date` ingests the seeds and writes one .eml per due subscriber, with a summary line."""
+    """`digest run --date` ingests the seeds and writes one .eml per due subscriber, with a summary line; exit 0,
+    and the run log says ok."""
+    import sqlite3
+
     result = run(site, "run", "--date", "2026-06-12")
     assert result.returncode == 0, result.stderr
+    with sqlite3.connect(site / "digest.db") as conn:
+        assert conn.execute("SELECT command, status FROM runs").fetchall() == [("run", "ok")]
     lines = result.stdout.strip().splitlines()
     assert "197 distinct papers" in lines[0]
     assert lines[-1].startswith("2026-06-12: sent 4, skipped 1, failed 0")
@@ -60,14 +65,14 @@ def test_preview_prints_paths(site):
 
 
 def test_subscribers_check_reports_file_and_line(site):
-    """`subscribers check` prints file:line problems and exits 1; other commands skip the bad file."""
+    """`subscribers check` prints file:line problems and exits 1; other commands skip the bad file (and exit 1)."""
     bad = site / "subscribers" / "zz.toml"
     bad.write_text('email = "zz@example.org"\ntimezone = "Nowhere/Land"\n')
     result = run(site, "subscribers", "check")
     assert result.returncode == 1
     assert f"{bad}:2: timezone 'Nowhere/Land' is not an IANA time zone" in result.stdout
     listed = run(site, "subscribers", "list")
-    assert listed.returncode == 0 and "ada@example.org" in listed.stdout and "zz.toml" in listed.stderr
+    assert listed.returncode == 1 and "ada@example.org" in listed.stdout and "zz.toml" in listed.stderr
 
 
 def test_errors_are_one_line_without_traceback(site):
@@ -176,7 +181,7 @@ def test_rank_profile_file_and_papers_file(site, tmp_path):
     papers.write_text(gzip.decompress(ARXIV.read_bytes()).decode().splitlines()[0] + "\n")
     result = run(site, "rank", "--profile", str(profile), "--papers", str(papers), "--limit", "5")
     assert result.returncode == 0, result.stderr
-    assert "1 papers" in result.stdout.splitlines()[0]
+    assert "the top 1 candidates" in result.stdout.splitlines()[0]
     assert "1904.11093" in result.stdout and "matched: sparse representation" in result.stdout
 
 
