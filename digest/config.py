@@ -64,6 +64,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("delivery", "lease_seconds", int, 600,
             "How long a claim on a digest holds before another worker may take it over (a worker renews it while "
             "it lives; a dead process on the same machine is taken over at once).", minimum=30, maximum=86400 * 7),
+    Setting("delivery", "max_connection_failures", int, 3,
+            "Tries in a row whose connection broke or stalled (no reply within smtp.deadline) after which the run "
+            "stops, leaving the rest queued for the next run, and exits 1 (0: never stop for this).", minimum=0,
+            maximum=1000),
+    Setting("delivery", "max_run_minutes", (int, float), 1440,
+            "A send run stops claiming digests after this long, leaves the rest queued for the next run and "
+            "exits 1 (0: no limit).", minimum=0, maximum=10080),
     Setting("delivery", "suppress_after", int, 1,
             "Hard bounces (5xx for the address) in a row after which the address is suppressed.", minimum=1,
             maximum=1000),
@@ -83,6 +90,10 @@ SETTINGS: tuple[Setting, ...] = (
             "Check the server's certificate and host name. Only an explicit `false` turns this off."),
     Setting("smtp", "timeout", (int, float), 30.0, "Seconds to wait for the server at each step.", minimum=0.1,
             maximum=3600),
+    Setting("smtp", "deadline", (int, float), 120.0,
+            "Seconds one message may take in all, from connecting to the server's last reply: a server that "
+            "stalls or answers a byte at a time is cut off (the try counts as a broken connection).",
+            minimum=1, maximum=86400),
     Setting("smtp", "max_per_second", (int, float), 0, "At most this many messages a second (0: no limit).",
             minimum=0),
     Setting("smtp", "max_per_hour", int, 0, "At most this many messages an hour (0: no limit).", minimum=0),

@@ -19,7 +19,7 @@ from datetime import date
 from pathlib import Path
 from typing import Protocol
 
-from .errors import DeliveryError, PermanentFailure, TemporaryFailure, TransportUnavailable
+from .errors import ConnectionTrouble, DeliveryError, PermanentFailure, TemporaryFailure, TransportUnavailable
 from .store import Store
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9@._+-]")
@@ -36,6 +36,9 @@ class Transport(Protocol):
     name: str
 
     def send(self, data: bytes, recipient: str, day: date) -> None: ...
+
+    def pace(self) -> None:
+        """Wait until the next message may go (a rate limit); `send` then goes at once."""
 
     def share(self, workers: int) -> None:
         """This process is one of `workers` sending at once: take its share of any rate limit."""
@@ -61,6 +64,9 @@ class OutboxTransport:
             write_atomic(target, data)
         except OSError as exc:
             raise DeliveryError(f"cannot write {target}: {exc.strerror or exc}") from exc
+
+    def pace(self) -> None:
+        pass
 
     def share(self, workers: int) -> None:
         pass
@@ -104,6 +110,7 @@ class RetryPolicy:
 
     attempts: int = 3
     delay: float = 2.0  # before the first retry; doubled for each further one
+    breaker: int = 3  # tries in a row with a broken or stalled connection that stop the run (0: never)
     sleep: Callable[[float], None] = time.sleep
 
     def pause(self, retry: int) -> None:
@@ -119,6 +126,11 @@ def hand_over(transport: Transport, data: bytes, recipient: str, day: date, retr
             transport.send(data, recipient, day)
             return retries, None
         except TemporaryFailure as exc:
+            troubled = getattr(transport, "troubled", 0)
+            at_connection = isinstance(exc, ConnectionTrouble | TransportUnavailable)
+            if at_connection and retry.breaker and troubled >= retry.breaker:
+                return retries, TransportUnavailable(f"{exc} ({troubled} tries in a row failed at the connection; "
+                                                     "delivery.max_connection_failures)", retry=False)
             hopeless = isinstance(exc, TransportUnavailable) and not exc.retry
             if hopeless or retries + 1 >= retry.attempts:
                 return retries, exc

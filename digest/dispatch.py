@@ -93,7 +93,8 @@ class Dispatch:
     def policy(self) -> SendPolicy:
         d = self.app.config.delivery
         return SendPolicy(batch=d.batch_size, lease=timedelta(seconds=d.lease_seconds), retry=self.app.retry,
-                          suppress_after=d.suppress_after)
+                          suppress_after=d.suppress_after,
+                          max_run=timedelta(minutes=d.max_run_minutes) if d.max_run_minutes else None)
 
     def sender(self, pool: Pool, day: date, command: str = "send") -> Sender:
         """A sender of `day`'s digests drawn from `pool`."""

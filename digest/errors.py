@@ -25,6 +25,13 @@ class TemporaryFailure(DeliveryError):
     """A 4xx reply or a lost connection: worth trying again, later in the run or in the next one."""
 
 
+class ConnectionTrouble(TemporaryFailure):
+    """The connection broke or stalled mid-message (no reply within the deadline): the server, not the message.
+
+    Several in a row trip the run's circuit breaker (`delivery.max_connection_failures`).
+    """
+
+
 class PermanentFailure(DeliveryError):
     """A 5xx reply: this message will not be accepted as it is.
 

@@ -82,7 +82,8 @@ class App:
         self.dense = DenseEmbedder(self.store) if self.settings.dense_weight else None  # loaded on first use
         self._corpus: CorpusStats | None = None
         self._pool_corpus: CorpusStats | None = None
-        self.retry = RetryPolicy(config.delivery.attempts, float(config.delivery.retry_delay))
+        self.retry = RetryPolicy(config.delivery.attempts, float(config.delivery.retry_delay),
+                                 breaker=config.delivery.max_connection_failures)
         self._transport = transport
 
     def close(self) -> None:

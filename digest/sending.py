@@ -9,6 +9,7 @@ transport and the policy; `pipeline.App` wires them together.
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -111,6 +112,10 @@ class SendPolicy:
     lease: timedelta = timedelta(minutes=10)
     retry: RetryPolicy = RetryPolicy()
     suppress_after: int = 1
+    max_run: timedelta | None = None  # a run stops claiming and sending after this long
+
+
+RECHECK_SECONDS = 0.5  # suppressions and pauses are read again when the last look is older than this
 
 
 @dataclass(frozen=True)
@@ -144,6 +149,15 @@ class Sender:
         self.owner = owner or Owner.current()
         self.command = command
         self._lease_until = datetime.min
+        self._stop_at = None if policy.max_run is None else time.monotonic() + policy.max_run.total_seconds()
+
+    def _overdue(self, report: SendReport) -> bool:
+        """True (and the run halted) once the run has used its time (`delivery.max_run_minutes`)."""
+        if self._stop_at is None or time.monotonic() < self._stop_at or report.halted:
+            return bool(report.halted)
+        minutes = self.policy.max_run.total_seconds() / 60 if self.policy.max_run else 0
+        report.halted = f"the run reached its time limit of {minutes:g} minutes (delivery.max_run_minutes)"
+        return True
 
     def work(self, day: date, report: SendReport, *, only: str | None = None,
              should_stop: Callable[[], bool] = lambda: False, total: int | None = None) -> SendReport:
@@ -153,7 +167,7 @@ class Sender:
         claimed = 0
         try:
             with progress(total, f"sending {day}") as bar:
-                while not should_stop() and not report.halted:
+                while not should_stop() and not self._overdue(report):
                     batch = self._claim(day, only)
                     if not batch:
                         break
@@ -202,9 +216,20 @@ class Sender:
             else:
                 ready.append((claim, subscriber))
         composed = self.compose([s for _, s in ready], day)
-        for (claim, _), result in zip(ready, composed, strict=True):
-            if should_stop() or report.halted:
+        checked = time.monotonic()
+        for n, ((claim, _), result) in enumerate(zip(ready, composed, strict=True)):
+            if should_stop() or self._overdue(report):
                 break
+            if isinstance(result, Composed) and result.digest.count:
+                self.transport().pace()  # a rate limit's wait comes before the last look at suppressions
+            if time.monotonic() - checked > RECHECK_SECONDS:  # an unsubscribe or pause that landed meanwhile
+                blocked, checked = self.blocked([c.subscriber for c, _ in ready[n:]]), time.monotonic()
+            why = blocked.why(claim.subscriber)
+            if why:
+                self.store.mark_empty(claim.subscriber, day, why, owner=me)
+                report.add(Outcome(claim.subscriber, "skipped", why))
+                bar(1)
+                continue
             outcome = self._deliver_one(day, claim, result)
             report.add(outcome)
             bar(1)

@@ -7,11 +7,14 @@ server cannot be reached, secured or logged into: stop the run).
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import re
 import smtplib
 import socket
 import ssl
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -21,7 +24,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, PermanentFailure, TemporaryFailure, TransportUnavailable
+from .errors import ConfigError, ConnectionTrouble, PermanentFailure, TemporaryFailure, TransportUnavailable
 from .mail import one_line
 
 log = logging.getLogger("digest")
@@ -42,6 +45,7 @@ class SmtpSettings:
     ca_file: str = ""
     verify_certificate: bool = True
     timeout: float = 30.0
+    deadline: float = 120.0  # seconds for one message, from connecting to the final reply
     max_per_second: float = 0
     max_per_hour: int = 0
     messages_per_connection: int = 100
@@ -61,6 +65,7 @@ class SmtpSettings:
             raise ConfigError(f"{where}: smtp.ca_file {s.ca_file} is not a file")
         return cls(host=s.host, port=s.port, security=s.security, username=s.username, password=password,
                    ca_file=str(s.ca_file), verify_certificate=s.verify_certificate, timeout=float(s.timeout),
+                   deadline=float(s.deadline),
                    max_per_second=s.max_per_second, max_per_hour=s.max_per_hour,
                    messages_per_connection=s.messages_per_connection)
 
@@ -117,6 +122,59 @@ def _nodelay(sock: socket.socket) -> socket.socket:
     return sock
 
 
+class Watchdog:
+    """Ends a message that overruns its deadline by shutting its connection's socket.
+
+    A socket timeout bounds each read, not the message: a server that drips its reply a byte at a
+    time, or stalls and then answers just inside the timeout, holds a client for ever. Shutting the
+    socket down ends whatever read or write is blocked on it. One thread per process, started on first
+    use; arming and disarming cost a lock (the thread is woken only when it was idle).
+    """
+
+    def __init__(self) -> None:
+        self._pid = -1
+        self._cond = threading.Condition()
+        self._until: float | None = None
+        self._conn: smtplib.SMTP | None = None
+        self._idle = True
+        self.fired = False
+
+    def arm(self, seconds: float) -> None:
+        """Start the clock of one message."""
+        if self._pid != os.getpid():  # first use, or a forked worker: the parent's thread did not come along
+            self._pid, self._cond, self._idle = os.getpid(), threading.Condition(), True
+            threading.Thread(target=self._run, name="smtp-deadline", daemon=True).start()
+        with self._cond:
+            self._until, self._conn, self.fired = time.monotonic() + seconds, None, False
+            if self._idle:
+                self._cond.notify()
+
+    def watch(self, conn: smtplib.SMTP) -> None:
+        """The connection the message is on (its socket is read when the deadline passes: STARTTLS replaces it)."""
+        with self._cond:
+            self._conn = conn
+
+    def disarm(self) -> None:
+        with self._cond:
+            self._until = self._conn = None
+
+    def _run(self) -> None:
+        cond = self._cond
+        with cond:
+            while True:
+                until = self._until
+                self._idle = until is None
+                left = None if until is None else until - time.monotonic()
+                if left is None or left > 0:
+                    cond.wait(left)
+                    continue
+                sock = getattr(self._conn, "sock", None)
+                self._until, self.fired = None, True
+                if sock is not None:
+                    with contextlib.suppress(OSError):
+                        sock.shutdown(socket.SHUT_RDWR)
+
+
 class _SMTP(smtplib.SMTP):
     """smtplib.SMTP with TCP_NODELAY set on the plain socket, before STARTTLS wraps it."""
 
@@ -132,7 +190,7 @@ class _SMTPS(smtplib.SMTP_SSL):
         return self.context.wrap_socket(plain, server_hostname=self._host)  # type: ignore[attr-defined]
 
 
-class _Stale(TemporaryFailure):
+class _Stale(ConnectionTrouble):
     """The connection was closed before MAIL FROM was answered: nothing of this message was taken."""
 
 
@@ -157,8 +215,11 @@ class SmtpTransport:
         self.settings, self.sender = settings, sender
         self.pacer = pacer or Pacer(settings.max_per_second, settings.max_per_hour)
         self.connections = 0  # opened so far
+        self.troubled = 0  # tries in a row that ended with the connection broken or stalled
         self._conn: smtplib.SMTP | None = None
         self._carried = 0  # messages accepted on the current connection
+        self._watchdog = Watchdog()
+        self._paced = False  # `pace` has waited for the next message's turn
 
     @cached_property
     def _context(self) -> ssl.SSLContext:
@@ -171,18 +232,42 @@ class SmtpTransport:
     def share(self, workers: int) -> None:
         self.pacer.share(workers)
 
-    def send(self, data: bytes, recipient: str, day: date) -> None:
-        """One SMTP transaction for one recipient; raises a DeliveryError subclass when not accepted."""
+    def pace(self) -> None:
         self.pacer.wait()
-        conn = self._connection()
-        reused = self._carried > 0
+        self._paced = True
+
+    def send(self, data: bytes, recipient: str, day: date) -> None:
+        """One SMTP transaction for one recipient, within `smtp.deadline` from connecting to the final reply;
+        raises a DeliveryError subclass when not accepted."""
+        if not self._paced:
+            self.pacer.wait()
+        self._paced = False
+        self._watchdog.arm(self.settings.deadline)
         try:
-            self._transaction(conn, recipient, data)
-        except _Stale:
-            if not reused:
-                raise
-            log.debug("smtp: %s closed the idle connection; reconnecting", self.settings.where)
-            self._transaction(self._connection(), recipient, data)
+            conn = self._connection()
+            reused = self._carried > 0
+            try:
+                self._transaction(conn, recipient, data)
+            except _Stale:
+                if not reused or self._watchdog.fired:
+                    raise
+                log.debug("smtp: %s closed the idle connection; reconnecting", self.settings.where)
+                self._transaction(self._connection(), recipient, data)
+        except ConnectionTrouble as exc:
+            self.troubled += 1
+            if self._watchdog.fired:
+                raise ConnectionTrouble(f"{self.settings.where} did not finish the message within "
+                                        f"{self.settings.deadline:g} s (smtp.deadline): {exc}") from exc
+            raise
+        except TransportUnavailable as exc:
+            if self._watchdog.fired:
+                self.troubled += 1
+                raise TransportUnavailable(f"{self.settings.where} did not greet within {self.settings.deadline:g} s "
+                                           "(smtp.deadline)") from exc
+            raise
+        finally:
+            self._watchdog.disarm()
+        self.troubled = 0
         self._carried += 1
 
     def close(self) -> None:
@@ -209,10 +294,14 @@ class SmtpTransport:
         conn: smtplib.SMTP | None = None
         try:
             if s.security == "ssl":
-                conn = _SMTPS(s.host, s.port, local_hostname=self._helo_name, timeout=s.timeout,
-                              context=self._context)
+                conn = _SMTPS(local_hostname=self._helo_name, timeout=s.timeout, context=self._context)
             else:
-                conn = _SMTP(s.host, s.port, local_hostname=self._helo_name, timeout=s.timeout)
+                conn = _SMTP(local_hostname=self._helo_name, timeout=s.timeout)
+            conn._host = s.host  # type: ignore[attr-defined]  # the name STARTTLS and SSL check (set by __init__)
+            self._watchdog.watch(conn)
+            code, reply = conn.connect(s.host, s.port)
+            if code != 220:
+                raise smtplib.SMTPConnectError(code, reply)
             self._greet(conn)
             return conn
         except TransportUnavailable:
@@ -235,6 +324,7 @@ class SmtpTransport:
             conn.login(s.username, s.password)
 
     def _transaction(self, conn: smtplib.SMTP, recipient: str, data: bytes) -> None:
+        self._watchdog.watch(conn)
         if conn.has_extn("pipelining"):
             return self._pipelined(conn, recipient, data)
         stage = "MAIL FROM"
@@ -280,7 +370,7 @@ class SmtpTransport:
         self._drop()
         if stage == "MAIL FROM":
             raise _Stale(f"connection closed before {stage}: {exc}") from exc
-        raise TemporaryFailure(f"connection lost during {stage}: {exc or exc.__class__.__name__}") from exc
+        raise ConnectionTrouble(f"connection lost during {stage}: {exc or exc.__class__.__name__}") from exc
 
     def _check(self, conn: smtplib.SMTP, stage: str, code: int, reply: bytes) -> None:
         if 200 <= code < 300:
