@@ -88,31 +88,57 @@ def sync(store: Store, folder: Path) -> SyncReport:
             report.unchanged += 1
         else:
             todo.append((path, mtime, size, digest))
+    parsed = [(path, mtime, size, digest, *parse_profile(Path(path))) for path, mtime, size, digest in todo]
+    parsed += _rivals(parsed, seen, known, removed)
     if touched:
         store.touch_files(touched)
     report.removed = len(removed)
-    report.parsed = len(todo)
-    if todo or removed:
-        _apply(store, todo, removed, known, report)
+    report.parsed = len(parsed)
+    if parsed or removed:
+        _apply(store, parsed, removed, known, report)
     report.problems += [Problem(path, line, message) for path, line, message in store.profile_problems()]
     return report
 
 
-def _apply(store: Store, todo: list[tuple[str, int, int, str]], removed: list[str], known: dict[str, FileState],
+Parsed = tuple[str, int, int, str, Subscriber | None, list[Problem]]  # path, mtime, size, sha256, what it says
+
+
+def _rivals(parsed: list[Parsed], seen: dict[str, tuple[int, int]], known: dict[str, FileState],
+            removed: list[str]) -> list[Parsed]:
+    """Unchanged files whose address a changed file now names too: read again, so that both are refused."""
+    claimed = {subscriber.email.lower() for *_, subscriber, _ in parsed if subscriber is not None}
+    queued = {path for path, *_ in parsed}
+    rivals: list[Parsed] = []
+    for path, state in known.items():
+        if state.email_key in claimed and path not in queued and path not in removed and path in seen:
+            digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+            rivals.append((path, *seen[path], digest, *parse_profile(Path(path))))
+    return rivals
+
+
+def _apply(store: Store, parsed: list[Parsed], removed: list[str], known: dict[str, FileState],
            report: SyncReport) -> None:
-    parsed = [(path, mtime, size, digest, *parse_profile(Path(path))) for path, mtime, size, digest in todo]
     keys = [sub.email.lower() for *_, sub, _ in parsed if sub is not None]
-    going = set(removed) | {path for path, *_ in todo}
+    # Two files naming one address: neither is sent (which one is right is for the operator to say).
+    files_of: dict[str, list[str]] = {}
+    for path, *_, subscriber, _problems in parsed:
+        if subscriber is not None:
+            files_of.setdefault(subscriber.email.lower(), []).append(path)
+    going = set(removed) | {path for path, *_ in parsed}
     owners = {k: o for k, o in store.owners(keys).items() if not (o[0] == "file" and o[1] in going)}
     # Among the files read now, one that had the address before keeps it; otherwise the first by name.
     before = {state.email_key: path for path, state in known.items() if state.email_key and not state.problems}
     states, valid = [], []
     for path, mtime, size, digest, subscriber, problems in parsed:
         key = subscriber.email.lower() if subscriber else None
-        if subscriber is not None and key is not None:
+        if subscriber is not None and key is not None and len(files_of[key]) > 1:
+            others = ", ".join(p for p in files_of[key] if p != path)
+            problems = [Problem(path, 1, f"email {subscriber.email} is also the address of the profile file "
+                                         f"{others}: one address, one profile; neither is sent until one goes")]
+        elif subscriber is not None and key is not None:
             holder = owners.get(key)
             if holder is None and before.get(key) not in (None, path) and before[key] in going:
-                holder = ("file", before[key]) if any(p == before[key] for p, *_ in todo) else None
+                holder = ("file", before[key]) if any(p == before[key] for p, *_ in parsed) else None
             if holder is not None and holder != ("file", path):
                 problems = [Problem(path, 1, _conflict(subscriber.email, holder))]
             else:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .config import Config, load_config
-from .errors import DigestError, StoreError, UsageError
+from .errors import ConfigError, DigestError, StoreError, UsageError
 from .logs import setup_logging
 
 if TYPE_CHECKING:  # the commands import what they use when they run, so `digest --help` loads none of it
@@ -27,12 +27,23 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def _date(text: str) -> date:
+    from .models import FIRST_DAY, LAST_DAY
+
     if text == "today":
         return date.today()
     try:
-        return date.fromisoformat(text)
+        day = date.fromisoformat(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a date like 2026-06-12 (or 'today')") from None
+    if not FIRST_DAY <= day <= LAST_DAY:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date from {FIRST_DAY} to {LAST_DAY}")
+    return day
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or not 0 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number from 0 to 65535 (0: any free port)")
+    return int(text)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -94,7 +105,7 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="the web endpoints (unsubscribe, preferences, feedback) and "
                                               "the operator's preview pages")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8025, help="port (default: 8025)")
+    serve.add_argument("--port", type=_port, default=8025, help="port (default: 8025; 0: any free port)")
 
     db = commands.add_parser("db", help="the database schema: show its revision, or upgrade it")
     db.add_argument("action", choices=("upgrade", "current"),
@@ -138,7 +149,7 @@ def _print_ingest(app: App, paths: Sequence[Path], day: date) -> int:
     for error in report.errors:
         print(f"error: {error}", file=sys.stderr)
     print(report.summary())
-    return EXIT_OK if report.files else EXIT_FAILED
+    return EXIT_FAILED if report.errors or not report.files else EXIT_OK
 
 
 def cmd_ingest(config: Config, args: argparse.Namespace) -> int:
@@ -166,12 +177,11 @@ def cmd_subscribers(config: Config, args: argparse.Namespace) -> int:
 
 
 def _subscribers_list(app: App, args: argparse.Namespace) -> int:
-    for problem in app.sync().problems:
-        print(f"warning: skipping profile: {problem}", file=sys.stderr)
+    problems = app.sync().problems
     for sub in app.store.iter_subscribers():
         topics = ", ".join(i.name for i in sub.interests) or "(trending)"
         print(f"{sub.email}\t{sub.name}\t{sub.frequency} at {sub.send_at:%H:%M} {sub.timezone}\t{topics}")
-    return EXIT_OK
+    return EXIT_FAILED if problems else EXIT_OK
 
 
 def _subscribers_import(app: App, args: argparse.Namespace) -> int:
@@ -219,6 +229,7 @@ SUBSCRIBER_ACTIONS: dict[str, Callable[[App, argparse.Namespace], int]] = {
 def cmd_preview(config: Config, args: argparse.Namespace) -> int:
     app = _app(config)
     try:
+        problems = app.sync().problems
         results = app.preview(args.date or date.today(), args.out, only=args.subscriber)
     finally:
         app.close()
@@ -227,7 +238,7 @@ def cmd_preview(config: Config, args: argparse.Namespace) -> int:
         print(f"{composed.digest.subscriber.email}: {composed.rendered.subject}{note}")
         for path in files:
             print(f"  {path}")
-    return EXIT_OK
+    return EXIT_FAILED if problems and not args.subscriber else EXIT_OK
 
 
 def cmd_send(config: Config, args: argparse.Namespace) -> int:
@@ -252,8 +263,13 @@ def _print_send(report: SendReport) -> int:
         left = (f" ({report.not_attempted} more digests not attempted; the next run sends them)"
                 if report.not_attempted else "")
         print(f"digest: error: {report.halted}{left}", file=sys.stderr)
+    empty = [o.subscriber for o in report.outcomes if o.status == "skipped" and "relevance floor" in o.reason]
+    if empty:
+        print(f"note: empty digests (nothing new above select.min_relevance), not sent: {', '.join(empty[:10])}"
+              f"{' …' if len(empty) > 10 else ''}; `digest rank --subscriber EMAIL --limit 10` shows the scores",
+              file=sys.stderr)
     print(report.summary())
-    return EXIT_OK if report.ok else EXIT_FAILED
+    return EXIT_OK if report.ok and not report.invalid_profiles else EXIT_FAILED
 
 
 def cmd_send_test(config: Config, args: argparse.Namespace) -> int:
@@ -290,7 +306,7 @@ def cmd_fetch(config: Config, args: argparse.Namespace) -> int:
     for error in errors:
         print(f"error: {error}", file=sys.stderr)
     print(report.summary())
-    return EXIT_FAILED if failed else EXIT_OK
+    return EXIT_FAILED if failed or isinstance(report, IngestReport) and errors else EXIT_OK
 
 
 def cmd_run(config: Config, args: argparse.Namespace) -> int:
@@ -301,6 +317,8 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
         report = jobs.run_job(app, datetime.now(UTC), args.date, dry_run=args.dry_run)
     finally:
         app.close()
+    for error in report.errors:
+        print(f"error: {error}", file=sys.stderr)
     for send in report.sends:
         for outcome in send.outcomes:
             if outcome.status == "failed":
@@ -351,8 +369,9 @@ def cmd_serve(config: Config, args: argparse.Namespace) -> int:
 
     app = _app(config)
     try:
-        print(f"serving on http://{args.host}:{args.port}/ (operator pages at /admin/); Ctrl-C stops")
-        serve(app, args.host, args.port, password_env=config.web.operator_password_env)
+        serve(app, args.host, args.port, password_env=config.web.operator_password_env,
+              ready=lambda host, port: print(f"serving on http://{host}:{port}/ (operator pages at /admin/); "
+                                             "Ctrl-C stops", flush=True))
     finally:
         app.close()
     return EXIT_OK
@@ -401,7 +420,9 @@ def cmd_status(config: Config, args: argparse.Namespace) -> int:
         store, counts = app.store, None
         total = store.count_subscribers()
         if total <= LIST_LIMIT:
-            lines = delivery_lines(app.roster().subscribers, day, store.deliveries_on(day), store.suppressed())
+            paused = {p.email: p.paused_until for p in store.preferences().values() if p.paused_until}
+            lines = delivery_lines(app.roster().subscribers, day, store.deliveries_on(day), store.suppressed(),
+                                   now=now, grace=timedelta(minutes=config.schedule.grace_minutes), paused=paused)
         else:
             counts, lines = large_list(total, store.delivery_counts(day), store.deliveries_in(day, ATTENTION, 50),
                                        store.count_suppressed())
@@ -449,6 +470,7 @@ def _ranked_text(r: Ranked) -> str:
 def cmd_rank(config: Config, args: argparse.Namespace) -> int:
     app = _app(config)
     day = args.date or date.today()
+    errors: list[Any] = []
     try:
         subscriber = app.profile(args.subscriber, args.profile)
         papers = None
@@ -462,11 +484,27 @@ def cmd_rank(config: Config, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([_ranked_json(r) for r in ranked], ensure_ascii=False, indent=1))
         return EXIT_OK
-    print(f"{subscriber.email} on {day}: {len(ranked)} papers; relevance = estimated probability of being on "
-          f"topic, ✓ = at least select.min_relevance {app.settings.min_relevance:g}")
+    for line in _rank_header(subscriber.email, day, ranked, app.settings, limited=args.limit is not None):
+        print(line)
     for r in ranked:
         print(_ranked_text(r))
-    return EXIT_OK
+    return EXIT_FAILED if args.papers and errors else EXIT_OK
+
+
+def _rank_header(email: str, day: date, ranked: Sequence[Ranked], settings: Any, *, limited: bool) -> list[str]:
+    """What the list is, how many pass the floor, and why the scores may not fall steadily."""
+    passing = sum(r.passes_floor for r in ranked)
+    what = f"the top {len(ranked)} candidates, whatever the floor" if limited else f"{len(ranked)} picks"
+    lines = [f"{email} on {day}: {what}; {passing} at or above select.min_relevance {settings.min_relevance:g} "
+             "(✓; relevance = estimated probability of being on topic)"]
+    if not passing:
+        lines.append("none passes the floor: this digest would be empty (delivery.quiet_days decides whether it is "
+                     "skipped or replaced by the trending papers)")
+    scores = [r.score for r in ranked]
+    if any(later > earlier for earlier, later in zip(scores, scores[1:], strict=False)):
+        lines.append(f"order: the digest's, re-ranked for diversity (select.diversity {settings.diversity:g}): a "
+                     "paper close to one above it moves down, so the scores do not fall steadily")
+    return lines
 
 
 def cmd_feedback(config: Config, args: argparse.Namespace) -> int:
@@ -493,17 +531,25 @@ def _database_errors() -> tuple[type[BaseException], ...]:
     return database_errors()
 
 
+def _one_line(text: str) -> str:
+    """A message on one line, however many the error held (a TOML parser's, a server's reply)."""
+    return " ".join(text.split("\n")).strip()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     level = logging.DEBUG if args.debug else logging.INFO if args.verbose else logging.WARNING
     setup_logging(level, args.log_format)
+    # Only `subscribers check` runs without a digest.toml (a profiles repository's CI); anything else would
+    # quietly make a digest.db wherever it was started.
+    files_only = args.command == "subscribers" and args.action == "check"
     try:
-        return COMMANDS[args.command](load_config(args.config), args)
+        return COMMANDS[args.command](load_config(args.config, required=not files_only), args)
     except DigestError as exc:
         if args.debug:
             raise
-        print(f"digest: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE if isinstance(exc, UsageError) else EXIT_FAILED
+        print(f"digest: error: {_one_line(str(exc))}", file=sys.stderr)
+        return EXIT_USAGE if isinstance(exc, (UsageError, ConfigError)) else EXIT_FAILED
     except _database_errors() as exc:  # a store that fails mid-command: read-only, full, locked, damaged, gone
         if args.debug:
             raise

@@ -77,7 +77,7 @@ def _one(store: Store, spec: SourceSpec, fetcher: Fetcher, day: date) -> SourceO
         attempts = exc.attempts if isinstance(exc, FetchError) else 1
         reason = exc.reason
         store.record_fetch(FetchRecord(spec.label, url, now, "failed", 0, 0, attempts, reason))
-        return SourceOutcome(spec.label, "failed", detail=reason)
+        return SourceOutcome(spec.label, "failed", detail=f"{getattr(exc, 'url', None) or url}: {reason}")
     counts = store.add_papers(result.parsed.papers, seen_on=day)
     outcome = "not-modified" if result.not_modified else "ok"
     store.record_fetch(_record(spec, url, now, outcome, result))

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import difflib
+import math
 import os
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +33,7 @@ class Setting:
     path: bool = False  # resolved relative to the config file's folder
     minimum: float | None = None  # numbers below it are rejected
     maximum: float | None = None  # numbers above it are rejected
+    check: str = ""  # a further check of the value: "email", "url", "timezone", "cron" (see CHECKS)
 
     @property
     def name(self) -> str:
@@ -39,7 +42,7 @@ class Setting:
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("store", "url", str, "sqlite:///digest.db",
-            "Database URL (SQLAlchemy). A relative SQLite path is relative to the config file."),
+            "Database URL (SQLAlchemy). A relative SQLite path is relative to the config file.", check="database"),
     Setting("ingest", "paths", list, ["seeds"],
             "Files or folders `digest ingest` and `digest run` read when given no paths.", path=True),
     Setting("subscribers", "dir", str, "subscribers", "Folder of subscriber profiles (`*.toml`).", path=True),
@@ -49,28 +52,31 @@ SETTINGS: tuple[Setting, ...] = (
             "Folder the outbox transport writes `<date>/<subscriber>.eml` files into.", path=True),
     Setting("delivery", "attempts", int, 3,
             "Tries per digest within one run when the server answers 4xx or the connection drops; "
-            "after the last one the digest stays pending for the next run.", minimum=1),
+            "after the last one the digest stays pending for the next run.", minimum=1, maximum=100),
     Setting("delivery", "retry_delay", (int, float), 2.0,
-            "Seconds before the first retry; each further retry waits twice as long.", minimum=0),
+            "Seconds before the first retry; each further retry waits twice as long.", minimum=0, maximum=3600),
     Setting("delivery", "batch_size", int, 100,
             "Digests a send run or worker claims at a time (their ranking is shared; a killed worker's batch is "
-            "taken over by the next run).", minimum=1),
+            "taken over by the next run).", minimum=1, maximum=100_000),
     Setting("delivery", "workers", int, 1,
             "Processes a send run delivers with (`--workers` overrides it); each claims its own batches. "
-            "smtp.max_per_second and max_per_hour are shared out between them.", minimum=1),
+            "smtp.max_per_second and max_per_hour are shared out between them.", minimum=1, maximum=256),
     Setting("delivery", "lease_seconds", int, 600,
             "How long a claim on a digest holds before another worker may take it over (a worker renews it while "
-            "it lives; a dead process on the same machine is taken over at once).", minimum=30),
+            "it lives; a dead process on the same machine is taken over at once).", minimum=30, maximum=86400 * 7),
     Setting("delivery", "max_connection_failures", int, 3,
             "Tries in a row whose connection broke or stalled (no reply within smtp.deadline) after which the run "
-            "stops, leaving the rest queued for the next run, and exits 1 (0: never stop for this).", minimum=0),
+            "stops, leaving the rest queued for the next run, and exits 1 (0: never stop for this).", minimum=0,
+            maximum=1000),
     Setting("delivery", "max_run_minutes", (int, float), 1440,
             "A send run stops claiming digests after this long, leaves the rest queued for the next run and "
-            "exits 1 (0: no limit).", minimum=0),
+            "exits 1 (0: no limit).", minimum=0, maximum=10080),
     Setting("delivery", "suppress_after", int, 1,
-            "Hard bounces (5xx for the address) in a row after which the address is suppressed.", minimum=1),
-    Setting("smtp", "host", str, "localhost", "SMTP server (relay or submission server)."),
-    Setting("smtp", "port", int, 587, "SMTP port: 587 for starttls, 465 for ssl, 25 between servers.", minimum=1),
+            "Hard bounces (5xx for the address) in a row after which the address is suppressed.", minimum=1,
+            maximum=1000),
+    Setting("smtp", "host", str, "localhost", "SMTP server (relay or submission server).", check="host"),
+    Setting("smtp", "port", int, 587, "SMTP port: 587 for starttls, 465 for ssl, 25 between servers.", minimum=1,
+            maximum=65535),
     Setting("smtp", "security", str, "starttls",
             "`starttls` (upgrade, never fall back to plain text), `ssl` (TLS from the start) or `none`.",
             choices=("starttls", "ssl", "none")),
@@ -82,16 +88,18 @@ SETTINGS: tuple[Setting, ...] = (
             path=True),
     Setting("smtp", "verify_certificate", bool, True,
             "Check the server's certificate and host name. Only an explicit `false` turns this off."),
-    Setting("smtp", "timeout", (int, float), 30.0, "Seconds to wait for the server at each step.", minimum=0.1),
+    Setting("smtp", "timeout", (int, float), 30.0, "Seconds to wait for the server at each step.", minimum=0.1,
+            maximum=3600),
     Setting("smtp", "deadline", (int, float), 120.0,
             "Seconds one message may take in all, from connecting to the server's last reply: a server that "
             "stalls or answers a byte at a time is cut off (the try counts as a broken connection).",
-            minimum=1),
+            minimum=1, maximum=86400),
     Setting("smtp", "max_per_second", (int, float), 0, "At most this many messages a second (0: no limit).",
             minimum=0),
     Setting("smtp", "max_per_hour", int, 0, "At most this many messages an hour (0: no limit).", minimum=0),
     Setting("smtp", "messages_per_connection", int, 100,
-            "Open a new connection after this many messages (0: keep it while the server does).", minimum=0),
+            "Open a new connection after this many messages (0: keep it while the server does).", minimum=0,
+            maximum=1_000_000),
     Setting("dkim", "selector", str, "", "DKIM selector (`s=`); signing is on when it is set."),
     Setting("dkim", "domain", str, "", "Signing domain (`d=`); empty: the domain of `newsletter.from_address`."),
     Setting("dkim", "algorithm", str, "rsa-sha256",
@@ -115,50 +123,57 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("render", "templates", str, "",
             "Folder of template overrides, searched before the built-in templates (empty: none).", path=True),
     Setting("newsletter", "name", str, "Paper Digest", "Newsletter name: sender name, header and footer."),
-    Setting("newsletter", "from_address", str, "digest@example.org", "The From address."),
-    Setting("newsletter", "reply_to", str, "", "Reply-To address (empty: none)."),
+    Setting("newsletter", "from_address", str, "digest@example.org", "The From address.", check="email"),
+    Setting("newsletter", "reply_to", str, "", "Reply-To address (empty: none).", check="email"),
     Setting("newsletter", "base_url", str, "https://digest.example.org",
-            "Public https URL the unsubscribe, preferences and feedback links start with."),
+            "Public https URL the unsubscribe, preferences and feedback links start with.", check="https"),
     Setting("newsletter", "postal_address", str, "Paper Digest, 1 Example Street, Example City",
             "Postal address shown in every footer (required of bulk senders by CAN-SPAM)."),
     Setting("newsletter", "unsubscribe_mailto", str, "",
-            "Address for mailto unsubscribes in List-Unsubscribe (empty: https link only)."),
+            "Address for mailto unsubscribes in List-Unsubscribe (empty: https link only).", check="email"),
     Setting("newsletter", "secret_env", str, "DIGEST_SECRET",
             "Environment variable holding the key that signs link tokens. Unset: a key kept in the database."),
     Setting("select", "window_days", int, 7,
-            "A paper is new for this many days after it first reaches the store."),
+            "A paper is new for this many days after it first reaches the store.", minimum=1, maximum=3650),
     Setting("select", "min_relevance", (int, float), 0.5,
             "Minimum relevance to be picked: the estimated probability that a paper is on the interest's topic "
             "(0 to 1). In the ranking benchmark, 0.5 let through 49% of the relevant papers, 73% of what it let "
             "through being relevant; 0.6 let through 37% at 77%.", minimum=0, maximum=1),
     Setting("select", "title_weight", (int, float), 3.0,
-            "How much more a term in the title counts than one in the abstract."),
+            "How much more a term in the title counts than one in the abstract.", minimum=0, maximum=100),
     Setting("select", "upvote_weight", (int, float), 0.5,
-            "Weight of the trending signal (upvotes and comments, log-scaled) in the final score."),
+            "Weight of the trending signal (upvotes and comments, log-scaled) in the final score.", minimum=0,
+            maximum=100),
     Setting("select", "comment_weight", (int, float), 2.0,
-            "How many upvotes one comment counts as in the trending signal."),
-    Setting("select", "recency_weight", (int, float), 0.3, "Weight of recency in the final score."),
+            "How many upvotes one comment counts as in the trending signal.", minimum=0, maximum=1000),
+    Setting("select", "recency_weight", (int, float), 0.3, "Weight of recency in the final score.", minimum=0,
+            maximum=100),
     Setting("select", "recency_half_life_days", (int, float), 30.0,
-            "Days after publication at which the recency bonus halves."),
+            "Days after publication at which the recency bonus halves.", minimum=0.1, maximum=36500),
     Setting("select", "description_weight", (int, float), 0.3,
-            "How much each word of an interest's `description` counts next to a keyword (1)."),
+            "How much each word of an interest's `description` counts next to a keyword (1).", minimum=0, maximum=100),
     Setting("select", "seed_weight", (int, float), 3.0,
-            "Weight of the similarity to an interest's `seed_papers` (Rocchio: their centroid joins the query)."),
+            "Weight of the similarity to an interest's `seed_papers` (Rocchio: their centroid joins the query).",
+            minimum=0, maximum=100),
     Setting("select", "feedback_clicks", (int, float), 10.0,
             "Feedback marks (more + less) at which the subscriber's learned model counts as much as their keywords; "
-            "with fewer it counts less, with many more it decides.", minimum=0),
+            "with fewer it counts less, with many more it decides.", minimum=0, maximum=1e6),
     Setting("select", "diversity", (int, float), 0.3,
-            "Maximal marginal relevance: 0 ranks by score alone; higher keeps near-duplicates apart."),
+            "Maximal marginal relevance: 0 ranks by score alone; higher keeps near-duplicates apart (at most 1).",
+            minimum=0, maximum=1),
     Setting("select", "dense_weight", (int, float), 0.5,
             "Weight of the built-in dense similarity (WordLlama static embeddings, standardised over the day's "
-            "papers) in each interest's log-odds; 0 turns it off.", minimum=0),
+            "papers) in each interest's log-odds; 0 turns it off.", minimum=0, maximum=100),
     Setting("select", "semantic_weight", (int, float), 0.0,
-            "Weight of sentence-embedding similarity (needs the `semantic` extra); 0 turns it off."),
+            "Weight of sentence-embedding similarity (needs the `semantic` extra); 0 turns it off.", minimum=0,
+            maximum=100),
     Setting("schedule", "fetch_cron", str, "0 * * * *",
-            "When `digest schedule` fetches the sources (crontab syntax, in schedule.timezone; empty: never)."),
-    Setting("schedule", "timezone", str, "UTC", "Timezone of fetch_cron (an IANA name)."),
+            "When `digest schedule` fetches the sources (crontab syntax, in schedule.timezone; empty: never).",
+            check="cron"),
+    Setting("schedule", "timezone", str, "UTC", "Timezone of fetch_cron (an IANA name).", check="timezone"),
     Setting("schedule", "grace_minutes", int, 120,
-            "How late a missed send may still go out (daemon restarts, `digest run` from cron)."),
+            "How late a missed send may still go out (daemon restarts, `digest run` from cron).", minimum=0,
+            maximum=1440),
     Setting("delivery", "quiet_days", str, "skip",
             "When nothing new passes a subscriber's relevance floor: skip the digest, or send the top "
             "trending papers.", choices=("skip", "trending")),
@@ -172,11 +187,15 @@ SETTINGS: tuple[Setting, ...] = (
             "Days the preferences and feedback links of an email work after its date (the unsubscribe link "
             "never expires).", minimum=1),
     Setting("fetch", "timeout", (int, float), 30.0,
-            "Seconds to wait on a source's server in one attempt before giving up on that attempt."),
-    Setting("fetch", "retries", int, 3, "Extra attempts after a 429, a 5xx, a timeout or a broken connection."),
-    Setting("fetch", "backoff", (int, float), 2.0, "Seconds before the first retry; doubled for each further one."),
+            "Seconds to wait on a source's server in one attempt before giving up on that attempt.", minimum=0.1,
+            maximum=3600),
+    Setting("fetch", "retries", int, 3, "Extra attempts after a 429, a 5xx, a timeout or a broken connection.",
+            minimum=0, maximum=20),
+    Setting("fetch", "backoff", (int, float), 2.0, "Seconds before the first retry; doubled for each further one.",
+            minimum=0, maximum=3600),
     Setting("fetch", "max_wait", (int, float), 120.0,
-            "Longest wait honoured between attempts (Retry-After or backoff); a longer one fails the source."),
+            "Longest wait honoured between attempts (Retry-After or backoff); a longer one fails the source.",
+            minimum=0, maximum=86400),
     Setting("fetch", "user_agent", str, "",
             "User-Agent sent to sources (empty: paper-digest/VERSION and the project's URL)."),
 )
@@ -186,7 +205,7 @@ SOURCE_FIELDS: tuple[Setting, ...] = (
     Setting("sources", "kind", str, "", "What to read.", choices=KINDS),
     Setting("sources", "name", str, "", "Name shown in reports and `digest status` (empty: kind and URL)."),
     Setting("sources", "url", str, "", "URL to fetch; `{date}` becomes the day fetched (YYYY-MM-DD). "
-            "hf_daily and hf_page have defaults."),
+            "hf_daily and hf_page have defaults.", check="url"),
     Setting("sources", "path", str, "", "For `file`: a file, folder or glob, relative to the config file."),
     Setting("sources", "categories", list, [], "For `arxiv`: categories whose new listings to read (cs.LG, …)."),
     Setting("sources", "query", str, "", "For `arxiv`: an arXiv API search query (newest 200 results)."),
@@ -218,13 +237,91 @@ def _check_type(setting: Setting, value: Any, where: str) -> Any:
     if not ok:
         expected = _TYPE_NAMES.get(setting.type, "a number")
         raise ConfigError(f"{where}: {setting.name} must be {expected}, not {type(value).__name__} {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{where}: {setting.name} must be a finite number, not {value!r}")
     if setting.choices and value not in setting.choices:
         raise ConfigError(f"{where}: {setting.name} must be one of {', '.join(setting.choices)}, not {value!r}")
     if setting.minimum is not None and value < setting.minimum:
         raise ConfigError(f"{where}: {setting.name} must be at least {setting.minimum:g}, not {value!r}")
     if setting.maximum is not None and value > setting.maximum:
         raise ConfigError(f"{where}: {setting.name} must be at most {setting.maximum:g}, not {value!r}")
+    texts = value if isinstance(value, list) else [value]
+    for text in texts:
+        if setting.type is list and not isinstance(text, str):
+            raise ConfigError(f"{where}: {setting.name} must be a list of strings, not {value!r}")
+        if isinstance(text, str) and _CONTROL.search(text):
+            raise ConfigError(f"{where}: {setting.name} must be one line of text without control characters, "
+                              f"not {text!r}")
+    problem = CHECKS[setting.check](value) if setting.check and value != "" else None
+    if problem:
+        raise ConfigError(f"{where}: {setting.name} {problem}, not {value!r}")
     return value
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _email_problem(value: str) -> str | None:
+    from email_validator import EmailNotValidError, validate_email  # loaded only when an address is set
+
+    try:
+        validate_email(value, check_deliverability=False, allow_smtputf8=False)
+    except EmailNotValidError as exc:
+        return f"must be an email address like digest@example.org ({exc})"
+    return None
+
+
+def _url_problem(value: str, *, https: bool = False) -> str | None:
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(value.replace("{date}", "2026-01-01"))
+        parts.port  # noqa: B018 - raises ValueError for a port out of range
+    except ValueError as exc:
+        return f"must be a URL ({exc})"
+    schemes = ("https",) if https else ("http", "https")
+    if parts.scheme not in schemes or not parts.hostname or " " in value:
+        return f"must be an {'https' if https else 'http or https'} URL with a host, like https://example.org/"
+    return None
+
+
+def _timezone_problem(value: str) -> str | None:
+    from zoneinfo import ZoneInfo
+
+    try:
+        ZoneInfo(value)
+    except (ValueError, OSError, KeyError):  # ZoneInfoNotFoundError is a KeyError; odd names raise ValueError
+        return "must be an IANA time zone like Europe/London or UTC"
+    return None
+
+
+def _cron_problem(value: str) -> str | None:
+    from apscheduler.triggers.cron import CronTrigger
+
+    try:
+        CronTrigger.from_crontab(value, timezone="UTC")
+    except (ValueError, TypeError) as exc:
+        return f"must be a crontab expression of five fields like '0 * * * *' ({exc})"
+    return None
+
+
+def _host_problem(value: str) -> str | None:
+    return "must be a host name or IP address" if not re.fullmatch(r"[A-Za-z0-9._:\-\[\]]+", value) else None
+
+
+def _database_problem(value: str) -> str | None:
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        make_url(value)
+    except (ArgumentError, ValueError) as exc:
+        return f"must be a database URL like sqlite:///digest.db or postgresql://host/db ({exc})"
+    return None
+
+
+CHECKS = {"email": _email_problem, "url": _url_problem, "https": lambda v: _url_problem(v, https=True),
+          "timezone": _timezone_problem, "cron": _cron_problem, "host": _host_problem, "database": _database_problem}
 
 
 def _validate(raw: dict[str, Any], where: str) -> dict[str, dict[str, Any]]:
@@ -314,17 +411,28 @@ def build_config(raw: dict[str, Any], *, base: Path, source: Path | None = None)
     return Config(source=source, base=base, sources=sources, **sections)
 
 
-def load_config(path: Path | None = None, *, cwd: Path | None = None) -> Config:
-    """Read settings from `path`, else $DIGEST_CONFIG, else ./digest.toml, else the defaults."""
+def load_config(path: Path | None = None, *, cwd: Path | None = None, required: bool = False) -> Config:
+    """Read settings from `path`, else $DIGEST_CONFIG, else ./digest.toml, else (unless `required`) the defaults."""
     cwd = cwd or Path.cwd()
     explicit = path or (Path(os.environ[CONFIG_ENV]) if os.environ.get(CONFIG_ENV) else None)
     candidate = explicit or cwd / DEFAULT_FILE
     if not candidate.exists():
         if explicit:
             raise ConfigError(f"{candidate}: config file not found")
+        if required:
+            raise ConfigError(f"no {DEFAULT_FILE} in {cwd}: run in the folder that holds it, or name it with "
+                              f"--config FILE (or ${CONFIG_ENV})")
         return build_config({}, base=cwd)
     try:
         raw = tomllib.loads(candidate.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{candidate}: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{candidate}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start})"
+                          ) from exc
+    except IsADirectoryError as exc:
+        raise ConfigError(f"{candidate}: is a folder; name the settings file (like {candidate / DEFAULT_FILE})"
+                          ) from exc
+    except OSError as exc:
+        raise ConfigError(f"{candidate}: cannot read: {exc.strerror or exc}") from exc
     return build_config(raw, base=candidate.resolve().parent, source=candidate)

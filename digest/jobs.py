@@ -18,6 +18,7 @@ from .fetch import USER_AGENT, Fetcher, FetchPolicy
 from .pipeline import App, IngestReport
 from .schedule import Daemon, Slot, due_slots
 from .sending import SendReport
+from .subscribers import Problem
 
 log = logging.getLogger("digest")
 
@@ -29,11 +30,20 @@ class RunReport:
     fetched: CollectReport | None = None
     ingested: IngestReport | None = None
     sends: list[SendReport] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)  # of the subscriber profiles
+
+    @property
+    def errors(self) -> list[str]:
+        """What an operator must act on besides failed sources and digests: bad records in the files they gave
+        (a live source's bad record is reported, but only a source that fails as a whole fails the run), and
+        invalid profiles."""
+        records = self.ingested.errors if self.ingested else []
+        return [str(e) for e in records] + [str(p) for p in self.problems]
 
     @property
     def failed(self) -> bool:
         fetch_failed = bool(self.fetched and self.fetched.failed)
-        return fetch_failed or any(not s.ok for s in self.sends)
+        return fetch_failed or bool(self.errors) or any(not s.ok for s in self.sends)
 
     def lines(self) -> list[str]:
         out = []
@@ -89,7 +99,7 @@ def fetch_job(app: App, day: date) -> CollectReport | IngestReport:
         fetched, ingested = refresh(app, day)
         report: CollectReport | IngestReport = fetched or ingested  # type: ignore[assignment]
         entry.lines.append(report.summary())
-        entry.failed = bool(fetched and fetched.failed)
+        entry.failed = bool(fetched.failed) if fetched else bool(ingested and ingested.errors)
     return report
 
 
@@ -98,6 +108,7 @@ def run_job(app: App, now: datetime, day: date | None = None, *, dry_run: bool =
     report = RunReport()
     with recorded(app, "run") as entry:
         report.fetched, report.ingested = refresh(app, day or now.date())
+        report.problems = app.sync().problems
         if day is not None:
             report.sends.append(app.send(day, dry_run=dry_run, command="run"))
         else:
@@ -114,7 +125,7 @@ def deliver_slot(app: App, day: date, slot: Slot, should_stop: Callable[[], bool
     with recorded(app, "send") as entry:
         report = app.send(day, slots=[slot], should_stop=should_stop, command="schedule")
         entry.lines.append(report.summary())
-        entry.failed = not report.ok
+        entry.failed = not report.ok or bool(report.invalid_profiles)
     return report
 
 

@@ -7,6 +7,12 @@ import unicodedata
 from dataclasses import dataclass, field
 from datetime import date, time
 
+# The digest dates a command or page accepts: wide enough for any real use, narrow enough that date
+# arithmetic (windows of days before, pauses after) never leaves what `datetime.date` can hold.
+FIRST_DAY, LAST_DAY = date(1970, 1, 1), date(2999, 12, 31)
+# The largest id a database row can have (a signed 64-bit integer, SQLite's and PostgreSQL's bigint).
+MAX_ROW_ID = 2**63 - 1
+
 _ARXIV_ID = re.compile(r"^(\d{4}\.\d{4,5})(v\d+)?$|^([a-z-]+(\.[A-Z]{2})?/\d{7})(v\d+)?$")
 
 
@@ -61,6 +67,16 @@ class Paper:
         # Equal papers have equal ids and titles; hashing two cached strings beats hashing 17 fields
         # (papers key the formatting caches, looked up for every paper of every digest).
         return hash((self.arxiv_id, self.title))
+
+
+REPLACEMENT = "\ufffd"  # what a decoder puts where bytes were not text
+
+
+def mangled(paper: Paper) -> bool:
+    """Whether any text of the paper holds U+FFFD (bytes that could not be decoded)."""
+    texts = (paper.title, paper.abstract, paper.organization, paper.summary, paper.url, *paper.authors,
+             *paper.keywords)
+    return any(REPLACEMENT in text for text in texts if text)
 
 
 @dataclass(frozen=True)

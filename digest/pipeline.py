@@ -35,7 +35,7 @@ from .sending import (
 )
 from .signing import DkimSigner
 from .store import Store
-from .subscribers import Roster, is_email, parse_profile
+from .subscribers import Problem, Roster, is_email, parse_profile
 from .tokens import Signer
 
 log = logging.getLogger("digest")
@@ -102,9 +102,9 @@ class App:
         papers = []
         for path in files:
             try:
-                result = sources.parse_file(path, seen_on=seen_on)
+                result = sources.vet(sources.parse_file(path, seen_on=seen_on), str(path))
             except sources.SourceError as exc:
-                report.errors.append(RecordError(str(path), None, str(exc)))
+                report.errors.append(RecordError(str(path), None, exc.reason))
                 continue
             report.files += 1
             report.records += len(result.papers)
@@ -119,9 +119,13 @@ class App:
 
     def sync(self) -> catalogue.SyncReport:
         """Bring changed profile files into the store; each invalid profile is logged with its file and skipped."""
-        report = catalogue.sync(self.store, Path(self.config.subscribers.dir))
+        folder = Path(self.config.subscribers.dir)
+        report = catalogue.sync(self.store, folder)
+        if not report.problems and folder.is_dir() and not self.store.count_subscribers():
+            report.problems.append(Problem(str(folder), 0, "no subscriber profiles (*.toml) here and none imported: "
+                                                           "nobody to send to"))
         for problem in report.problems:
-            log.warning("skipping profile: %s", problem)
+            log.warning("%s%s", "skipping profile: " if problem.line else "", problem)
         return report
 
     def roster(self) -> Roster:
@@ -247,9 +251,9 @@ class App:
     def read_papers(self, path: Path, day: date) -> tuple[list[Paper], list[RecordError]]:
         """The papers of one file (any format `ingest` reads), without storing them."""
         try:
-            result = sources.parse_file(path, seen_on=day)
+            result = sources.vet(sources.parse_file(path, seen_on=day), str(path))
         except sources.SourceError as exc:
-            raise UsageError(f"{path}: {exc}") from exc
+            raise UsageError(str(exc)) from exc
         return list(result.papers), list(result.errors)
 
     def feedback(self, email: str, ref: str, more: bool) -> Paper:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from .claims import Owner
 from .models import Subscriber
@@ -24,27 +25,63 @@ class DeliveryLine:
     """Where one subscriber's digest of the date stands."""
 
     email: str
-    state: str  # sent | pending | failed | suppressed | waiting | not due
+    state: str  # a send-log state (sent, queued, pending, failed, ...), or suppressed, paused, not due, waiting,
+    # due (its slot has passed: the next run sends it) or missed (its slot passed outside the grace)
     detail: str = ""
 
 
+# What happens next to a digest in each send-log state (said after the state's own detail).
+NEXT = {
+    "queued": "not attempted yet: the next send or run of this date sends it",
+    "pending": "deferred after a temporary failure: the next send or run of this date retries it",
+    "failed": "refused: the next send of this date tries again once the cause is fixed",
+    "claimed": "being sent now",
+    "empty": "nothing above the relevance floor: skipped",
+}
+
+
 def delivery_lines(subscribers: Sequence[Subscriber], day: date, records: Sequence[DeliveryRecord],
-                   suppressed: dict[str, str]) -> list[DeliveryLine]:
-    """One line per valid subscriber, plus any send-log row of an address no longer in the profiles."""
+                   suppressed: dict[str, str], *, now: datetime | None = None, grace: timedelta = timedelta(0),
+                   paused: Mapping[str, date] | None = None) -> list[DeliveryLine]:
+    """One line per valid subscriber, plus any send-log row of an address no longer in the profiles; each says
+    what will happen next and why (sent at, deferred, paused until, not due until, due at, missed)."""
     by_email = {r.subscriber.lower(): r for r in records}
+    paused = {k.lower(): v for k, v in (paused or {}).items()}
     lines = []
     for sub in subscribers:
         record = by_email.pop(sub.email.lower(), None)
         if record is not None:
-            lines.append(DeliveryLine(sub.email, record.status, record.detail))
+            lines.append(DeliveryLine(sub.email, record.status, _detail(record)))
         elif sub.email.lower() in suppressed:
-            lines.append(DeliveryLine(sub.email, "suppressed", suppressed[sub.email.lower()]))
+            lines.append(DeliveryLine(sub.email, "suppressed", f"{suppressed[sub.email.lower()]}: never sent"))
+        elif paused.get(sub.email.lower()) and paused[sub.email.lower()] >= day:
+            lines.append(DeliveryLine(sub.email, "paused", f"until {paused[sub.email.lower()]}"))
         elif not is_delivery_day(sub.frequency, day):
             lines.append(DeliveryLine(sub.email, "not due", f"frequency {sub.frequency}"))
         else:
-            lines.append(DeliveryLine(sub.email, "waiting", f"at {sub.send_at:%H:%M} {sub.timezone}"))
-    lines += [DeliveryLine(r.subscriber, r.status, r.detail or "profile removed") for r in by_email.values()]
+            lines.append(_waiting(sub, day, now, grace))
+    lines += [DeliveryLine(r.subscriber, r.status, _detail(r) or "profile removed") for r in by_email.values()]
     return lines
+
+
+def _detail(record: DeliveryRecord) -> str:
+    then = NEXT.get(record.status, "")
+    if record.status == "sent" and record.updated_at:
+        then = f"at {record.updated_at:%Y-%m-%d %H:%M} UTC"
+    return "; ".join(part for part in (record.detail, then) if part)
+
+
+def _waiting(sub: Subscriber, day: date, now: datetime | None, grace: timedelta) -> DeliveryLine:
+    """A digest not in the send log yet: due later, due now, or its slot passed without a send."""
+    zone = ZoneInfo(sub.timezone)
+    at = datetime.combine(day, sub.send_at, zone)
+    where = f"{sub.send_at:%H:%M} {sub.timezone}"
+    if now is None or now < at:
+        return DeliveryLine(sub.email, "waiting", f"due at {where}")
+    if at.date() == now.astimezone(zone).date() or now - at <= grace:
+        return DeliveryLine(sub.email, "due", f"since {where}: the next run sends it")
+    return DeliveryLine(sub.email, "missed", f"its {where} slot passed with no send; `digest send --date {day}` "
+                                             "sends it")
 
 
 def large_list(total: int, day_counts: Mapping[str, int], records: Sequence[DeliveryRecord],

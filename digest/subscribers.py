@@ -247,20 +247,24 @@ def load_subscribers(folder: Path) -> Roster:
     """Every `*.toml` profile in `folder`: the valid ones, and the problems of the others."""
     if not folder.is_dir():
         return Roster((), (Problem(str(folder), 0, "subscribers folder not found"),), (str(folder),))
+    read = [(path, *parse_profile(path)) for path in sorted(folder.glob("*.toml"))]
+    files_of: dict[str, list[Path]] = {}
+    for path, subscriber, _found in read:
+        if subscriber:
+            files_of.setdefault(subscriber.email.lower(), []).append(path)
     valid: list[Subscriber] = []
     problems: list[Problem] = []
     invalid: list[str] = []
-    seen: dict[str, str] = {}
-    for path in sorted(folder.glob("*.toml")):
-        subscriber, found = parse_profile(path)
-        if subscriber and subscriber.email.lower() in seen:
+    for path, subscriber, found in read:
+        rivals = [str(p) for p in files_of.get(subscriber.email.lower(), []) if p != path] if subscriber else []
+        if subscriber and rivals:  # one address, two files: neither is right until the operator says which
             line = _Lines(path.read_text(encoding="utf-8")).of("email")
-            found = [Problem(str(path), line, f"email {subscriber.email} is already used by "
-                                              f"{seen[subscriber.email.lower()]}")]
+            found = [Problem(str(path), line, f"email {subscriber.email} is also the address of the profile file "
+                                              f"{', '.join(rivals)}: one address, one profile; neither is sent "
+                                              "until one goes")]
             subscriber = None
         problems.extend(found)
         if subscriber:
-            seen[subscriber.email.lower()] = str(path)
             valid.append(subscriber)
         else:
             invalid.append(str(path))

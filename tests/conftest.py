@@ -16,6 +16,11 @@ SUBSCRIBERS = ROOT / "subscribers"
 DAY = date(2026, 6, 12)
 
 
+def cli_env(**extra: str) -> dict[str, str]:
+    """The environment of a `digest` subprocess: this checkout's package (not whichever one is installed)."""
+    return {"PATH": "/usr/bin:/bin", "DIGEST_SECRET": "test-secret", "PYTHONPATH": str(ROOT), **extra}
+
+
 @pytest.fixture
 def make_config(tmp_path: Path):
     """Build settings rooted in tmp_path, with a fresh database and outbox."""

@@ -14,7 +14,7 @@ from digest.catalogue import export_csv, import_path, roster, sync
 from digest.store import Store
 from digest.store.roster import profile_json
 
-from .conftest import SEEDS, SUBSCRIBERS
+from .conftest import SEEDS, SUBSCRIBERS, cli_env
 
 
 @pytest.fixture
@@ -49,20 +49,23 @@ def test_only_changed_files_are_parsed_again(store, tmp_path):
     assert sync(store, folder).removed == 1 and store.count_subscribers() == 49
 
 
-def test_a_second_file_with_a_used_address_cannot_take_it_over(store, tmp_path):
-    """A new file naming a subscriber's address (even sorted first) is the invalid one; its error names both."""
+def test_a_second_file_with_a_used_address_takes_nothing_over_and_both_are_refused(store, tmp_path):
+    """A new file naming a subscriber's address (even sorted first) takes nothing over: both files are reported,
+    each naming the other, and neither is sent until one goes; then the one left is the subscriber."""
     folder = tmp_path / "subscribers"
     profile(folder, "ada", 'email = "ada@example.org"\nname = "Ada"\nmax_papers = 4\n')
     sync(store, folder)
     profile(folder, "0-impostor", 'email = "ADA@example.org"\nname = "Impostor"\n')
     report = sync(store, folder)
-    [problem] = report.problems
-    assert problem.path.endswith("0-impostor.toml") and "ada.toml" in problem.message
+    first, second = sorted(report.problems, key=lambda p: p.path)
+    assert first.path.endswith("0-impostor.toml") and "ada.toml" in first.message
+    assert second.path.endswith("ada.toml") and "0-impostor.toml" in second.message
+    assert store.subscribers_by_email(["ada@example.org"]) == {}
+    assert len(sync(store, folder).problems) == 2  # still both, run after run
+    (folder / "0-impostor.toml").unlink()  # the operator removes the wrong one: the other is the subscriber again
+    assert sync(store, folder).problems == []
     kept = store.subscribers_by_email(["ada@example.org"])["ada@example.org"]
     assert (kept.name, kept.max_papers) == ("Ada", 4)
-    (folder / "ada.toml").unlink()  # the address is free again: the other file gets it
-    assert sync(store, folder).problems == []
-    assert store.subscribers_by_email(["ada@example.org"])["ada@example.org"].name == "Impostor"
 
 
 def test_export_then_import_gives_the_same_subscribers(store, store_url, tmp_path):
@@ -123,7 +126,7 @@ def test_imported_subscribers_get_their_digest_without_any_profile_file(tmp_path
 
     def digest(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "digest", *args], cwd=tmp_path, capture_output=True, text=True,
-                              timeout=120, env={"PATH": "/usr/bin:/bin", "DIGEST_SECRET": "s"})
+                              timeout=120, env=cli_env(DIGEST_SECRET="s"))
 
     imported = digest("subscribers", "import", "list.csv")
     assert imported.returncode == 0 and "imported 20 subscribers" in imported.stdout, imported.stderr

@@ -14,7 +14,7 @@ import pytest
 from digest.mail import message_id
 from digest.store import Store
 
-from .conftest import DAY, FIXTURES, SEEDS, SUBSCRIBERS
+from .conftest import DAY, FIXTURES, SEEDS, SUBSCRIBERS, cli_env
 from .smtpd import Recorder, free_port, smtp_server
 
 ARXIV = FIXTURES / "arxiv_sample_head.jsonl.gz"
@@ -22,7 +22,7 @@ ARXIV = FIXTURES / "arxiv_sample_head.jsonl.gz"
 
 def run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "digest", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120, env={"PATH": "/usr/bin:/bin", "DIGEST_SECRET": "test-secret"})
+                          timeout=120, env=cli_env())
 
 
 @pytest.fixture
@@ -37,9 +37,14 @@ def site(tmp_path: Path) -> Path:
 
 
 def test_run_ingests_and_delivers_to_outbox(site):
-    """`digest run --date` ingests the seeds and writes one .eml per due subscriber, with a summary line."""
+    """`digest run --date` ingests the seeds and writes one .eml per due subscriber, with a summary line; exit 0,
+    and the run log says ok."""
+    import sqlite3
+
     result = run(site, "run", "--date", "2026-06-12")
     assert result.returncode == 0, result.stderr
+    with sqlite3.connect(site / "digest.db") as conn:
+        assert conn.execute("SELECT command, status FROM runs").fetchall() == [("run", "ok")]
     lines = result.stdout.strip().splitlines()
     assert "197 distinct papers" in lines[0]
     assert lines[-1].startswith("2026-06-12: sent 4, skipped 1, failed 0")
@@ -60,14 +65,14 @@ def test_preview_prints_paths(site):
 
 
 def test_subscribers_check_reports_file_and_line(site):
-    """`subscribers check` prints file:line problems and exits 1; other commands skip the bad file."""
+    """`subscribers check` prints file:line problems and exits 1; other commands skip the bad file (and exit 1)."""
     bad = site / "subscribers" / "zz.toml"
     bad.write_text('email = "zz@example.org"\ntimezone = "Nowhere/Land"\n')
     result = run(site, "subscribers", "check")
     assert result.returncode == 1
     assert f"{bad}:2: timezone 'Nowhere/Land' is not an IANA time zone" in result.stdout
     listed = run(site, "subscribers", "list")
-    assert listed.returncode == 0 and "ada@example.org" in listed.stdout and "zz.toml" in listed.stderr
+    assert listed.returncode == 1 and "ada@example.org" in listed.stdout and "zz.toml" in listed.stderr
 
 
 def test_errors_are_one_line_without_traceback(site):
@@ -81,10 +86,10 @@ def test_errors_are_one_line_without_traceback(site):
 
 
 def test_bad_setting_fails_at_start(site):
-    """A typo in digest.toml stops the command before anything runs, naming the file and a hint."""
+    """A typo in digest.toml stops the command before anything runs, naming the file and a hint (exit 2)."""
     (site / "digest.toml").write_text('[newsletter]\nnmae = "x"\n')
     result = run(site, "send")
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "did you mean 'name'?" in result.stderr and "digest.toml" in result.stderr
 
 
@@ -176,7 +181,7 @@ def test_rank_profile_file_and_papers_file(site, tmp_path):
     papers.write_text(gzip.decompress(ARXIV.read_bytes()).decode().splitlines()[0] + "\n")
     result = run(site, "rank", "--profile", str(profile), "--papers", str(papers), "--limit", "5")
     assert result.returncode == 0, result.stderr
-    assert "1 papers" in result.stdout.splitlines()[0]
+    assert "the top 1 candidates" in result.stdout.splitlines()[0]
     assert "1904.11093" in result.stdout and "matched: sparse representation" in result.stdout
 
 

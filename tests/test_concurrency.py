@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import SEEDS
+from .conftest import SEEDS, cli_env
 from .smtpd import Recorder, smtp_server
 
 DATE = "2026-06-12"
@@ -25,7 +25,7 @@ SUBSCRIBERS = 240
 
 def digest(site: Path, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "digest", *args], cwd=site, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env={"PATH": "/usr/bin:/bin", "DIGEST_SECRET": "test-secret"})
+                            stderr=subprocess.PIPE, env=cli_env())
 
 
 def finish(proc: subprocess.Popen[str], timeout: float = 240) -> tuple[int, str, str]:

@@ -15,7 +15,7 @@ import pytest
 
 from digest.store import Store
 
-from .conftest import SEEDS
+from .conftest import SEEDS, cli_env
 from .smtpd import Received, Recorder, smtp_server
 
 SUBSCRIBERS = 300
@@ -24,7 +24,7 @@ DATE = "2026-06-12"
 
 def digest(site: Path, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "digest", *args], cwd=site, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env={"PATH": "/usr/bin:/bin", "DIGEST_SECRET": "test-secret"})
+                            stderr=subprocess.PIPE, env=cli_env())
 
 
 @pytest.fixture

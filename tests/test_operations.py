@@ -21,7 +21,7 @@ from apscheduler.triggers.cron import CronTrigger
 
 from digest.pipeline import App
 
-from .conftest import DAY, ROOT, SEEDS
+from .conftest import DAY, ROOT, SEEDS, cli_env
 from .http_server import Reply, ScriptedServer
 
 NOWHERE = 'email = "{email}"\nmax_papers = {n}\n\n[[interests]]\nname = "Basket weaving"\nkeywords = ["{kw}"]\n'
@@ -29,7 +29,7 @@ NOWHERE = 'email = "{email}"\nmax_papers = {n}\n\n[[interests]]\nname = "Basket 
 
 def cli(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "digest", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env={"PATH": "/usr/bin:/bin", "DIGEST_SECRET": "test-secret"})
+                          timeout=timeout, env=cli_env())
 
 
 def write_profiles(folder: Path, texts: dict[str, str]) -> Path:
@@ -79,7 +79,8 @@ def test_run_with_a_failing_source_still_sends_and_exits_1(site):
             f'url = "{s.url("/down")}"\n', encoding="utf-8")
         result = cli(site, "run", "--date", "2026-06-12")
     assert result.returncode == 1
-    assert "arxiv: failed: HTTP 503" in result.stdout and "daily: 30 records, 30 new" in result.stdout
+    assert f"arxiv: failed: {s.url('/down')}: HTTP 503" in result.stdout  # the source's URL, to look into
+    assert "daily: 30 records, 30 new" in result.stdout
     assert "2026-06-12: sent 1, skipped 1, failed 0" in result.stdout
     assert (site / "outbox" / "2026-06-12" / "a@example.org.eml").exists()
     status = cli(site, "status", "--date", "2026-06-12")
@@ -113,7 +114,7 @@ def test_sigterm_finishes_the_message_in_flight_and_exits_cleanly(tmp_path):
     assert cli(tmp_path, "ingest").returncode == 0
     daemon = subprocess.Popen([sys.executable, "-m", "digest", "schedule"], cwd=tmp_path, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              env={"PATH": "/usr/bin:/bin", "DIGEST_SECRET": "test-secret"})
+                              env=cli_env())
     outbox = tmp_path / "outbox" / now.date().isoformat()
     deadline = time.monotonic() + 60
     while not (outbox.exists() and any(outbox.glob("*.eml"))) and time.monotonic() < deadline:
@@ -199,7 +200,7 @@ def test_progress_bar_on_a_terminal_only(tmp_path):
                                               for i in range(60)})
     (tmp_path / "digest.toml").write_text(f'[ingest]\npaths = ["{SEEDS}"]\n', encoding="utf-8")
     assert cli(tmp_path, "ingest", "--date", "2026-06-12").returncode == 0
-    env = {"PATH": "/usr/bin:/bin", "DIGEST_SECRET": "test-secret"}
+    env = cli_env()
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # a terminal 100 columns wide
     process = subprocess.Popen([sys.executable, "-m", "digest", "send", "--date", "2026-06-12", "--dry-run"],

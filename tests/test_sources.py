@@ -448,14 +448,14 @@ def test_unreadable_files_raise_source_error(tmp_path: Path) -> None:
 
 
 def test_invalid_utf8_is_reported_at_its_line_and_the_rest_parsed(tmp_path: Path) -> None:
-    """A byte that is not UTF-8 gives an error at its line; the other records are still read."""
+    """A byte that is not UTF-8 gives an error at its line and the record on it is skipped; the others are read."""
     good = b'{"id": "2501.00001", "title": "One", "abstract": "A."}\n'
     path = tmp_path / "latin.jsonl"
-    path.write_bytes(good + b'{"id": "2501.00002", "title": "Caf\xe9", "abstract": "B."}\n')
+    path.write_bytes(good + b'{"id": "2501.00002", "title": "Caf\xe9", "abstract": "B."}\n' + good.replace(b"1", b"3"))
     result = parse_file(path, seen_on=SEEN)
-    assert [paper.title for paper in result.papers] == ["One", "Caf\ufffd"]
+    assert [paper.title for paper in result.papers] == ["One", "One"]
     assert [str(error) for error in result.errors] == [
-        f"{path}:2: not valid UTF-8: undecodable bytes replaced with U+FFFD"
+        f"{path}:2: not valid UTF-8 (byte 0xe9 at column 35): the record on this line is skipped"
     ]
 
 

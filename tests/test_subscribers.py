@@ -64,16 +64,20 @@ def test_toml_syntax_error_has_its_line(tmp_path):
 
 
 def test_bad_profile_is_skipped_and_others_load(tmp_path):
-    """One invalid file is reported and the valid profiles still load; duplicates are refused."""
+    """One invalid file is reported and the valid profiles still load; two files of one address are both refused."""
     write(tmp_path, "a.toml", 'email = "a@example.org"\n')
     write(tmp_path, "b.toml", 'email = "b@example.org"\nmax_papers = 0\n')
     write(tmp_path, "c.toml", 'name = "C"\nemail = "A@example.org"\n')
+    write(tmp_path, "d.toml", 'email = "d@example.org"\n')
     roster = load_subscribers(tmp_path)
-    assert [s.email for s in roster.subscribers] == ["a@example.org"]
-    assert {Path(f).name for f in roster.invalid_files} == {"b.toml", "c.toml"}
+    assert [s.email for s in roster.subscribers] == ["d@example.org"]
+    assert {Path(f).name for f in roster.invalid_files} == {"a.toml", "b.toml", "c.toml"}
     messages = [str(p) for p in roster.problems]
     assert any(m.endswith("b.toml:2: max_papers must be a whole number from 1 to 50") for m in messages)
-    assert any("c.toml:2: email A@example.org is already used" in m for m in messages)
+    assert f"{tmp_path / 'a.toml'}:1: email a@example.org is also the address of the profile file " \
+           f"{tmp_path / 'c.toml'}" in "\n".join(messages)
+    assert f"{tmp_path / 'c.toml'}:2: email A@example.org is also the address of the profile file " \
+           f"{tmp_path / 'a.toml'}" in "\n".join(messages)
 
 
 def test_delivery_days_follow_frequency():

@@ -10,7 +10,7 @@ from datetime import date
 from pathlib import Path
 from typing import Protocol
 
-from digest.models import ParseResult, RecordError
+from digest.models import ParseResult, RecordError, mangled
 from digest.sources import arxivfeed, hfhtml, hfjson, jsonl, pagetext
 
 HF_PAGE_TEXT = "hf_page_text"
@@ -64,21 +64,62 @@ class UnknownFormat(SourceError):
 
 def parse_file(path: Path, *, seen_on: date) -> ParseResult:
     """Papers of one file, whatever its format (gzip is undone first); SourceError when it cannot be read."""
-    data = _read(path)
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        # One stray byte should not cost the whole file: decode what we can and say where it was.
-        result = parse_text(data.decode("utf-8-sig", errors="replace"), str(path), seen_on=seen_on)
-        line = data.count(b"\n", 0, error.start) + 1
-        note = RecordError(str(path), line, "not valid UTF-8: undecodable bytes replaced with U+FFFD")
-        return ParseResult(result.papers, (note, *result.errors))
-    return parse_text(text, str(path), seen_on=seen_on)
+    return parse_bytes(_read(path), str(path), seen_on=seen_on)
 
 
 def parse_text(text: str, source: str, *, seen_on: date) -> ParseResult:
     """Papers of text in any supported format; `source` names it in errors. UnknownFormat when unrecognised."""
     return PARSERS[detect_format(text, source)](text, source, seen_on=seen_on)
+
+
+def parse_bytes(data: bytes, source: str, *, seen_on: date, parser: Parser | None = None) -> ParseResult:
+    """Papers of bytes that should be UTF-8 (in any format, or with `parser`).
+
+    A line that is not UTF-8 is reported as `source:line` and the record on it is skipped: nothing
+    read with replacement characters reaches the store. When such a line is where a page's date
+    should be, every date on the page would be a guess, so the whole source is refused (SourceError).
+    """
+    text, bad = _decode(data, source)
+    result = (parser or PARSERS[detect_format(text, source)])(text, source, seen_on=seen_on)
+    if not bad:
+        return result
+    if any(error.reason.startswith(pagetext.PAGE_DATE_ERRORS) for error in result.errors):
+        raise SourceError(source, f"line {bad[0].line} is not valid UTF-8 and the page date cannot be read, so no "
+                                  "date on the page can be trusted; nothing from it was stored")
+    lines = {error.line for error in bad}
+    errors = [*bad, *(error for error in result.errors if error.line not in lines)]
+    return ParseResult(tuple(paper for paper in result.papers if not mangled(paper)),
+                       tuple(sorted(errors, key=lambda error: error.line or 0)))
+
+
+def vet(result: ParseResult, source: str) -> ParseResult:
+    """`result` unless most of its records are invalid: such a source is refused whole (SourceError), since
+    what could be read from it is more likely misread than right (a wrong format, a wrong encoding)."""
+    bad, total = len(result.errors), len(result.errors) + len(result.papers)
+    if bad and bad * 2 > total:
+        first = result.errors[0]
+        raise SourceError(source, f"{bad} of {total} records are invalid (the first: "
+                                  f"{f'line {first.line}: ' if first.line else ''}{first.reason}); "
+                                  "nothing from it was stored")
+    return result
+
+
+def _decode(data: bytes, source: str) -> tuple[str, list[RecordError]]:
+    """The text of `data` with each undecodable line kept as U+FFFD (to be dropped) and an error per such line."""
+    data = data.removeprefix(b"\xef\xbb\xbf")
+    try:
+        return data.decode("utf-8"), []
+    except UnicodeDecodeError:
+        pass
+    lines, errors = [], []
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        try:
+            lines.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as error:
+            errors.append(RecordError(source, number, f"not valid UTF-8 (byte {raw[error.start]:#04x} at column "
+                                                      f"{error.start + 1}): the record on this line is skipped"))
+            lines.append(raw.decode("utf-8", errors="replace"))
+    return "\n".join(lines), errors
 
 
 def detect_format(text: str, source: str = "<text>") -> str:

@@ -20,11 +20,15 @@ def parse(text: str, source: str, *, seen_on: date) -> ParseResult:
     """Papers of a JSONL text; a bad line gives a RecordError with its line number, blank lines are skipped."""
     papers: list[Paper] = []
     errors: list[RecordError] = []
+    read: dict[str, Paper] = {}  # a line seen before is the same paper: not parsed again (repeated input is cheap)
     for number, line in enumerate(split_lines(text), start=1):
         if not line.strip():
             continue
+        if line in read:
+            papers.append(read[line])
+            continue
         try:
-            papers.append(paper_of_object(_object(line), seen_on=seen_on))
+            papers.append(read.setdefault(line, paper_of_object(_object(line), seen_on=seen_on)))
         except BadRecord as bad:
             errors.append(RecordError(source, number, str(bad)))
     return ParseResult(tuple(papers), tuple(errors))

@@ -10,7 +10,17 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from digest.models import ParseResult, RecordError
-from digest.sources import ARXIV_FEED, HF_API_JSON, HF_PAGE_HTML, PARSERS, SourceError, iter_paths, parse_file
+from digest.sources import (
+    ARXIV_FEED,
+    HF_API_JSON,
+    HF_PAGE_HTML,
+    PARSERS,
+    SourceError,
+    iter_paths,
+    parse_bytes,
+    parse_file,
+    vet,
+)
 
 if TYPE_CHECKING:
     from digest.fetch import Fetched, Fetcher, Validators
@@ -50,7 +60,8 @@ class SourceSpec:
     @property
     def label(self) -> str:
         """How reports and `digest status` name this source."""
-        return self.name or f"{self.kind}:{self.path or self.url or '+'.join(self.categories) or self.query}"
+        where = self.path or self.url or "+".join(self.categories) or self.query
+        return self.name or (f"{self.kind}:{where}" if where else self.kind)
 
     def url_for(self, day: date) -> str:
         """The URL to fetch for `day`."""
@@ -95,8 +106,8 @@ def read_source(spec: SourceSpec, day: date, fetcher: Fetcher, have: Validators)
     fetched = fetcher.get(spec.url_for(day), accept=_ACCEPT[spec.kind], have=have)
     if fetched.not_modified:
         return SourceResult(spec, ParseResult(()), fetched)
-    text = fetched.body.decode("utf-8", errors="replace")
-    return SourceResult(spec, PARSERS[_FORMATS[spec.kind]](text, spec.label, seen_on=day), fetched)
+    parsed = parse_bytes(fetched.body, spec.label, seen_on=day, parser=PARSERS[_FORMATS[spec.kind]])
+    return SourceResult(spec, vet(parsed, spec.label), fetched)
 
 
 def _read_files(spec: SourceSpec, day: date) -> SourceResult:
@@ -109,7 +120,7 @@ def _read_files(spec: SourceSpec, day: date) -> SourceResult:
     papers, errors = [], []
     for path in paths:
         try:
-            result = parse_file(path, seen_on=day)
+            result = vet(parse_file(path, seen_on=day), str(path))
         except SourceError as exc:
             errors.append(RecordError(str(path), None, exc.reason))
             continue

@@ -36,6 +36,8 @@ _MONTHS = (
 )
 _DAY = re.compile(r"^(?P<month>[A-Za-z]{3,9})\.? (?P<day>\d{1,2})(?:, (?P<year>\d{4}))?(?: (?P<upvotes>\d+))?$")
 _AUTHORS = re.compile(rf"^{BULLET}\s*(\d+)\s+authors?$")
+# How the errors about the page date begin (a source with such an error has no date to trust).
+PAGE_DATE_ERRORS = ("page date ", "no page date ")
 # The last Feb 29 can be 8 years back (century years skip a leap day); nothing implied is older.
 _YEARS_BACK = 8
 

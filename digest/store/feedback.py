@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 import sqlalchemy as sa
 
-from ..models import Paper, clean_arxiv_id, normalise_title
+from ..models import MAX_ROW_ID, Paper, clean_arxiv_id, normalise_title
 from .engine import Base
 from .tables import _from_row, _now, cache, embeddings, feedback, papers
 
@@ -49,7 +49,8 @@ class FeedbackStore(Base):
         refs = list(dict.fromkeys(refs))
         if not refs:
             return {}
-        by_id = {r: int(r.lstrip("#")) for r in refs if r.lstrip("#").isdigit()}
+        by_id = {r: int(r.lstrip("#")) for r in refs if r.lstrip("#").isascii() and r.lstrip("#").isdigit()}
+        by_id = {r: n for r, n in by_id.items() if n <= MAX_ROW_ID}  # larger is no row, and overflows the query
         by_arxiv = {clean_arxiv_id(r.removeprefix("arXiv:")): r for r in refs if r not in by_id}
         by_arxiv.pop(None, None)
         by_title = {normalise_title(r): r for r in refs if r not in by_id}

@@ -10,7 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..models import Paper, normalise_title
+from ..models import MAX_ROW_ID, REPLACEMENT, Paper, normalise_title
 from .engine import Base
 from .records import IngestCounts
 from .tables import _from_row, _now, _to_json, papers, upvotes
@@ -20,7 +20,10 @@ def _merge(old: Paper, new: Paper) -> Paper:
     """Combine two sightings of one paper, whatever order they arrive in.
 
     A sighting from a later listing overrides; otherwise it only fills what is missing, and an
-    upvote count only goes up. Ingesting the same files twice therefore changes nothing.
+    upvote count only goes up. Ingesting the same files twice therefore changes nothing. Whatever
+    the sighting, dates never go back: the listing date only moves forward and the publication date
+    only earlier (a paper is published once; a later one is a misread year), and text holding
+    replacement characters never overwrites clean text (it may be repaired by clean text).
     """
     newer = bool(old.listed_on and new.listed_on and new.listed_on > old.listed_on)
     changes: dict[str, Any] = {}
@@ -28,11 +31,23 @@ def _merge(old: Paper, new: Paper) -> Paper:
         value, current = getattr(new, f.name), getattr(old, f.name)
         if f.name == "store_id" or value in (None, (), "") or value == current:
             continue
-        if newer or current in (None, (), ""):
+        if _worse(value, current):
+            continue
+        if newer or current in (None, (), "") or _worse(current, value):
             changes[f.name] = value
+    if old.published and new.published and new.published > old.published:
+        changes.pop("published", None)
     if not newer and new.upvotes is not None and old.upvotes is not None:
         changes["upvotes"] = max(new.upvotes, old.upvotes)
     return replace(old, **changes)
+
+
+def _worse(value: Any, than: Any) -> bool:
+    """Whether `value` holds replacement characters (undecoded bytes) that `than` does not."""
+    def has(text: Any) -> bool:
+        items = text if isinstance(text, tuple) else (text,)
+        return any(isinstance(item, str) and REPLACEMENT in item for item in items)
+    return has(value) and not has(than)
 
 
 class PaperStore(Base):
@@ -46,7 +61,7 @@ class PaperStore(Base):
         changed: set[int] = set()
         with self.write() as conn:
             by_arxiv, by_title = self._index(conn)
-            for paper in batch:
+            for paper in dict.fromkeys(batch):  # the same sighting twice changes nothing the second time
                 row_id = (by_arxiv.get(paper.arxiv_id) if paper.arxiv_id else None) \
                     or by_title.get(normalise_title(paper.title))
                 if row_id is None:
@@ -123,6 +138,8 @@ class PaperStore(Base):
             return int(conn.execute(sa.select(sa.func.count()).select_from(papers)).scalar_one())
 
     def paper(self, paper_id: int) -> Paper | None:
+        if not 0 < paper_id <= MAX_ROW_ID:  # no such row, and more than the database's integers can hold
+            return None
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(papers).where(papers.c.id == paper_id)).first()
         return _from_row(row) if row else None

@@ -67,3 +67,4 @@ class DeliveryRecord:
     detail: str
     claimed_by: str | None = None
     lease_until: datetime | None = None
+    updated_at: datetime | None = None  # when it last changed (UTC): for `sent`, when it was sent

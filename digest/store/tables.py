@@ -205,4 +205,4 @@ def _from_row(row: Any) -> Paper:
 
 
 def _record(row: Any) -> DeliveryRecord:
-    return DeliveryRecord(**{k: v for k, v in row._mapping.items() if k != "updated_at"})
+    return DeliveryRecord(**row._mapping)

@@ -13,13 +13,14 @@ from __future__ import annotations
 import os
 import secrets
 import sys
+from collections.abc import Callable
 from datetime import date
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
 from flask import Flask, Response
 
-from ..errors import UsageError
+from ..errors import DigestError, UsageError
 from ..pipeline import App
 from . import guard, operator, public
 from .common import CSP
@@ -67,14 +68,21 @@ def _secure(response: Response) -> Response:
 
 
 def serve(app: App, host: str, port: int, *, password_env: str, threads: int = 4,
-          out: TextIO = sys.stderr) -> None:
+          out: TextIO = sys.stderr, ready: Callable[[str, int], object] = lambda host, port: None) -> None:
     """Serve until interrupted (waitress, a production WSGI server), the operator pages behind a login.
 
     The password is the one in $`password_env`, else one made now and printed to `out`; with
-    `web.operator_login = false` there is none, which only a loopback-bound server accepts.
+    `web.operator_login = false` there is none, which only a loopback-bound server accepts. `ready` is
+    told the address once the socket is listening (so nothing claims to serve on a port it could not
+    take); a port that cannot be taken is a DigestError naming it.
     """
     password = operator_password(app, host, password_env)
-    server = make_server(create_app(app, operator_password=password, bind=host), host, port, threads=threads)
+    try:
+        server = make_server(create_app(app, operator_password=password, bind=host), host, port, threads=threads)
+    except OSError as exc:
+        raise DigestError(f"cannot listen on {host}:{port}: {exc.strerror or exc} (is another `digest serve` "
+                          "running? choose another --port)") from exc
+    ready(host, int(server.effective_port))
     if password is not None and not os.environ.get(password_env):
         where = f"http://{'localhost' if is_loopback(host) else host}:{server.effective_port}/admin/"
         print(f"operator pages: {where} (user: operator, password: {password}); "

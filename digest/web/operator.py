@@ -14,6 +14,7 @@ from datetime import date, timedelta
 
 from flask import Blueprint, Response, abort, current_app, redirect, request, url_for
 
+from ..models import FIRST_DAY, LAST_DAY
 from ..subscribers import Roster
 from .common import CSP, current, from_proxy, page
 from .guard import SAFE_METHODS, same_site
@@ -48,9 +49,12 @@ def csrf_token() -> str:
 
 def _day() -> date:
     try:
-        return date.fromisoformat(request.args.get("date", "")) if request.args.get("date") else date.today()
+        day = date.fromisoformat(request.args.get("date", "")) if request.args.get("date") else date.today()
     except ValueError:
         abort(400)
+    if not FIRST_DAY <= day <= LAST_DAY:
+        abort(400)
+    return day
 
 
 @blueprint.get("/")

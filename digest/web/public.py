@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from flask import Blueprint, Response, abort, current_app, request
 
-from ..models import Links
+from ..models import MAX_ROW_ID, Links
 from ..subscribers import WEEKDAYS
 from ..tokens import BadToken, Token
 from .common import current, page
@@ -152,7 +152,7 @@ def feedback(token: str, paper_id: int, direction: str) -> str:
     """'More / less like this': the GET asks, the POST records (the same signal as `digest feedback`)."""
     subject = _token("feedback", token)
     app = current()
-    paper = app.store.paper(paper_id)
+    paper = app.store.paper(paper_id) if paper_id <= MAX_ROW_ID else None
     if paper is None:
         abort(404)
     done = request.method == "POST"
