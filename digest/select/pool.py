@@ -16,10 +16,9 @@ from typing import Any, Protocol
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.preprocessing import normalize
 
 from ..models import Interest, Paper
-from .corpus import CorpusStats, Fields, background, bm25_weights
+from .corpus import CorpusStats, Fields, background, bm25_weights, unit_length
 from .text import N_FEATURES, bigrams, columns, tokens
 
 SIMILARITY_MATRIX_LIMIT = 3000  # pools up to this size keep every pair's similarity in memory
@@ -58,7 +57,7 @@ class Index:
         local = sp.csr_matrix((weights.data, np.searchsorted(self.cols, weights.indices), weights.indptr),
                               shape=(weights.shape[0], len(self.cols)))
         self.matrix = local.tocsc()
-        self.rows = normalize(local) if local.shape[0] else local  # unit rows: cosine similarity between papers
+        self.rows = unit_length(local)  # unit rows: cosine similarity between papers
         self.corpus, self.title_weight = corpus, title_weight
         self._units: dict[str, np.ndarray] = {}
         self.memo: dict[Any, Any] = {}  # compiled interests and paper vectors, shared by subscribers
@@ -122,7 +121,7 @@ class Index:
 
     def vector(self, papers: Sequence[Paper]) -> tuple[np.ndarray, np.ndarray]:
         """Unit-length centroid of the papers' BM25F rows as (hashed columns, weights): Rocchio's input."""
-        rows = normalize(bm25_weights(Fields.of(papers), self.corpus, self.title_weight))
+        rows = unit_length(bm25_weights(Fields.of(papers), self.corpus, self.title_weight))
         centroid = sp.csr_matrix(rows.mean(axis=0))
         norm = math.sqrt(float(centroid.multiply(centroid).sum())) or 1.0
         return centroid.indices.astype(np.int64), centroid.data / norm
