@@ -67,17 +67,17 @@ def make_subscribers(n: int, seed: int = 7) -> list[Subscriber]:
     return subscribers
 
 
-def run(app: App, subscribers: list[Subscriber]) -> tuple[float, int, int]:
-    """Seconds to compose every digest, the papers they hold, and the bytes of the messages."""
+def run(app: App, subscribers: list[Subscriber], day: date = DAY) -> tuple[float, int, int]:
+    """Seconds to compose every digest of `day`, the papers they hold, and the bytes of the messages."""
     papers = size = 0
     clear_caches()  # each run starts with cold formatting caches, as a send process does
     start = time.perf_counter()
-    pool = app.pool(DAY)  # what a send run does once, then once per subscriber:
-    signals = app.signals(subscribers, DAY)  # everyone's history and feedback in a few queries
+    pool = app.pool(day)  # what a send run does once, then once per subscriber:
+    signals = app.signals(subscribers, day)  # everyone's history and feedback in a few queries
     prepare(pool, subscribers, app.settings)  # everyone's keywords scored in one sparse product
     with app.renderer.pinned():  # templates looked up once for the run, as `App.send` does
         for subscriber in subscribers:
-            composed = app.compose(subscriber, DAY, pool, signals=signals[subscriber.email])
+            composed = app.compose(subscriber, day, pool, signals=signals[subscriber.email])
             papers += composed.digest.count
             size += len(composed.message.as_bytes())
     return time.perf_counter() - start, papers, size

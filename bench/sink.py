@@ -3,7 +3,7 @@
     python bench/sink.py PORT [CERT KEY]
 
 With CERT and KEY (PEM files) it offers and requires STARTTLS. Prints `ready` once listening;
-stops on SIGTERM.
+stops on SIGTERM and then prints `received: N`, the number of messages it accepted.
 """
 
 from __future__ import annotations
@@ -18,9 +18,13 @@ from aiosmtpd.smtp import SMTP
 
 
 class Sink:
-    """Accepts every message and keeps nothing."""
+    """Accepts every message, keeps nothing but their count."""
+
+    def __init__(self) -> None:
+        self.received = 0
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        self.received += 1
         return "250 OK"
 
 
@@ -33,12 +37,14 @@ def main() -> None:
         options.update(tls_context=context, require_starttls=True)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
+    sink = Sink()
     server = loop.run_until_complete(loop.create_server(
-        lambda: SMTP(Sink(), hostname="sink.test", loop=loop, **options), "127.0.0.1", port))
+        lambda: SMTP(sink, hostname="sink.test", loop=loop, **options), "127.0.0.1", port))
     loop.add_signal_handler(signal.SIGTERM, loop.stop)
     print("ready", flush=True)
     loop.run_forever()
     server.close()
+    print(f"received: {sink.received}", flush=True)
 
 
 if __name__ == "__main__":

@@ -67,9 +67,9 @@ def _listing(folder: Path) -> dict[str, tuple[int, int]]:
 def sync(store: Store, folder: Path) -> SyncReport:
     """Bring the profile files of `folder` into the store, parsing only those that changed."""
     report = SyncReport()
-    if not folder.is_dir():
-        report.problems.append(Problem(str(folder), 0, "subscribers folder not found"))
-        store.apply_files(list(store.file_states()), [], [])
+    if not folder.is_dir():  # a mistyped path or another machine's copy: not a reason to forget anyone
+        report.problems.append(Problem(str(folder), 0, "subscribers folder not found (the store's subscribers "
+                                                       "are kept as they are)"))
         return report
     known = store.file_states()
     seen = _listing(folder)

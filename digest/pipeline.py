@@ -9,19 +9,17 @@ import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
-from datetime import date, time, timedelta
+from datetime import date, timedelta
 from email.message import EmailMessage
 from functools import cached_property
-from itertools import islice
 from pathlib import Path
-from time import sleep as time_sleep
 
 from . import catalogue, sources
 from .config import Config
 from .deliver import Outcome, RetryPolicy, Transport, safe_name, send_test, write_atomic
+from .dispatch import Dispatch
 from .errors import ProfileError, UsageError
-from .logs import progress
-from .mail import build_message, message_id
+from .mail import build_message
 from .models import Digest, Links, Paper, RecordError, Subscriber
 from .render import Renderer
 from .schedule import Slot
@@ -30,22 +28,15 @@ from .select.corpus import background
 from .select.dense import DenseEmbedder
 from .select.learn import with_models
 from .sending import (
-    KEEP_OUTCOMES,
-    Blocked,
     Composed,
     Composer,
-    Sender,
-    SendPolicy,
     SendReport,
     make_transport,
-    queue_outcomes,
-    skip,
 )
 from .signing import DkimSigner
-from .store import Queue, Store
-from .subscribers import Roster, is_delivery_day, is_email, parse_profile
+from .store import Store
+from .subscribers import Roster, is_email, parse_profile
 from .tokens import Signer
-from .workers import Died, in_processes
 
 log = logging.getLogger("digest")
 SELECT_KEYS = [f.name for f in fields(SelectSettings)]
@@ -347,123 +338,6 @@ class App:
                 out.append(exc)
         return out
 
-    def blocked(self, day: date) -> Callable[[Sequence[str]], Blocked]:
-        """Who of some subscribers gets nothing on `day`: suppressed, or paused on the preferences page."""
-        def check(emails: Sequence[str]) -> Blocked:
-            reasons = {e: f"suppressed ({why})" for e, why in self.store.suppressed_among(emails).items()}
-            for email, pref in self.store.preferences_among(emails).items():
-                if pref.paused_until and pref.paused_until >= day:
-                    reasons.setdefault(email, f"paused until {pref.paused_until}")
-            return Blocked(reasons)
-        return check
-
-    def policy(self) -> SendPolicy:
-        d = self.config.delivery
-        return SendPolicy(batch=d.batch_size, lease=timedelta(seconds=d.lease_seconds), retry=self.retry,
-                          suppress_after=d.suppress_after)
-
-    def sender(self, pool: Pool, day: date, command: str = "send") -> Sender:
-        """A sender of `day`'s digests drawn from `pool`."""
-        return Sender(self.store, compose=self.composer(pool), profiles=self.store.subscribers_by_email,
-                      transport=lambda: self.transport, wire=self.wire, blocked=self.blocked(day),
-                      policy=self.policy(), command=command)
-
-    def send(self, day: date, *, dry_run: bool = False, only: str | None = None, slots: Sequence[Slot] | None = None,
-             should_stop: Callable[[], bool] = lambda: False, command: str = "send") -> SendReport:
-        """Deliver the digests of `day`: everyone's (or one subscriber's, or those of some delivery slots).
-
-        The due digests are queued in the store, then claimed a batch at a time: any other run or
-        worker on the same store takes its share and none is sent twice. `should_stop` is asked
-        between digests: a daemon told to stop finishes the message in flight and leaves the rest.
-        """
-        synced = self.sync()
-        if not dry_run:
-            _ = self.transport, self.dkim  # a settings error (no password, bad key) stops the run before it starts
-        report = SendReport(day, invalid_profiles=len({p.path for p in synced.problems}))
-        if only is not None:
-            return self._send_one(day, self.subscriber(only), report, dry_run)
-        wanted = self.slots() if slots is None else list(slots)
-        on_day = [_slot(s) for s in wanted if is_delivery_day(s.frequency, day)]
-        for slot in wanted:
-            if not is_delivery_day(slot.frequency, day):
-                emails, total = self.store.emails_in_slots([_slot(slot)], KEEP_OUTCOMES)
-                why = f"not a delivery day for frequency {slot.frequency}"
-                for email in emails:
-                    report.add(Outcome(email, "skipped", why))
-                    log.info("skipped %s: %s", email, why)
-                report.counts["skipped"] += total - len(emails)
-        pool = self.pool(day)
-        with self.renderer.pinned():
-            if dry_run:
-                return self._dry_run(pool, self.store.iter_subscribers(slots=on_day), day, report)
-            queue = self.store.enqueue_slots(day, on_day, self.transport.name)
-            return self._work(pool, day, queue, report, should_stop, command)
-
-    def _send_one(self, day: date, subscriber: Subscriber, report: SendReport, dry_run: bool) -> SendReport:
-        """`digest send --subscriber`: that one digest, through the same queue and claims."""
-        blocked = self.blocked(day)([subscriber.email])
-        due = skip(report, [subscriber], lambda s: blocked.why(s.email) or (
-            None if is_delivery_day(s.frequency, day) else f"not a delivery day for frequency {s.frequency}"))
-        pool = self.pool(day)
-        with self.renderer.pinned():
-            if dry_run:
-                return self._dry_run(pool, iter(due), day, report)
-            queue = self.store.enqueue(day, [s.email for s in due], transport=self.transport.name,
-                                       message_id=lambda e: message_id(e, day, self.newsletter.from_address))
-            return self._work(pool, day, queue, report, lambda: False, "send", only=subscriber.email)
-
-    def _work(self, pool: Pool, day: date, queue: Queue, report: SendReport, should_stop: Callable[[], bool],
-              command: str, only: str | None = None) -> SendReport:
-        queue_outcomes(queue, report)
-        self._deliver(pool, day, report, should_stop, command, only, queue.queued)
-        report.others = max(0, queue.queued + queue.held - report.claimed)
-        return report
-
-    def _deliver(self, pool: Pool, day: date, report: SendReport, should_stop: Callable[[], bool], command: str,
-                 only: str | None = None, total: int | None = None) -> None:
-        """Claim and deliver the queued digests of `day`, in `delivery.workers` processes."""
-        workers = max(1, min(self.workers, total if total is not None else self.workers))
-
-        def job(stop: Callable[[], bool]) -> SendReport:
-            mine = SendReport(day)
-            if workers > 1:
-                self.transport.share(workers)  # the rate limits are for the run, not for each process
-            return self.sender(pool, day, command).work(day, mine, only=only, should_stop=stop,
-                                                        total=total if workers == 1 else None)
-
-        results = in_processes(workers, job, should_stop=should_stop, before_fork=self.store.engine.dispose)
-        if any(isinstance(r, Died) for r in results) and not should_stop():
-            results.append(job(should_stop))  # take over what a dead worker held (its claims are free at once)
-        for result in results:
-            if isinstance(result, Died):
-                report.add(Outcome("(worker)", "failed", str(result)))
-            else:
-                report.merge(result)
-
-    def drain(self, *, day: date | None = None, follow: bool = False, poll: float = 10.0,
-              should_stop: Callable[[], bool] = lambda: False, wait: Callable[[float], bool] | None = None,
-              ) -> list[SendReport]:
-        """`digest worker`: deliver whatever is queued (of `day`, else of the last two days) until none is left.
-
-        With `follow`, look again every `poll` seconds until told to stop (a worker on another machine).
-        """
-        reports, pools = [], {}
-        sleep = wait or (lambda seconds: time_sleep(seconds) or False)
-        while not should_stop():
-            recent = date.today() - timedelta(days=2)
-            days = [day] if day else [d for d in self.store.queued_dates() if d >= recent]
-            for current in days:
-                if current not in pools:
-                    pools[current] = self.pool(current)
-                report = SendReport(current)
-                with self.renderer.pinned():
-                    self._deliver(pools[current], current, report, should_stop, "worker")
-                if report.claimed or report.outcomes:
-                    reports.append(report)
-            if not follow or sleep(poll):
-                break
-        return reports
-
     def subscriber(self, email: str) -> Subscriber:
         """One subscriber by address (profile files synced first); UsageError naming the folder if unknown."""
         found = self.store.subscribers_by_email([email]).get(email)
@@ -472,27 +346,18 @@ class App:
                              "(see `digest subscribers list`)")
         return found
 
-    def _dry_run(self, pool: Pool, due: Iterator[Subscriber], day: date, report: SendReport) -> SendReport:
-        """Compose the digests of `due` a batch at a time; nothing is queued, claimed or sent."""
-        compose, size, check = self.composer(pool), self.config.delivery.batch_size, self.blocked(day)
-        with progress(self.store.count_subscribers(), f"sending {day}") as bar:
-            while batch := list(islice(due, size)):
-                blocked = check([s.email for s in batch])
-                ready = skip(report, batch, lambda s, blocked=blocked: blocked.why(s.email))
-                self._dry_batch(ready, compose(ready, day), report)
-                bar(len(batch))
-        return report
+    def send(self, day: date, *, dry_run: bool = False, only: str | None = None, slots: Sequence[Slot] | None = None,
+             should_stop: Callable[[], bool] = lambda: False, command: str = "send") -> SendReport:
+        """Deliver the digests of `day` (see `Dispatch.send`)."""
+        return Dispatch(self).send(day, dry_run=dry_run, only=only, slots=slots, should_stop=should_stop,
+                                   command=command)
 
-    @staticmethod
-    def _dry_batch(batch: Sequence[Subscriber], results: Iterator[Composed | Exception], report: SendReport) -> None:
-        for subscriber, result in zip(batch, results, strict=True):
-            if isinstance(result, Exception):
-                report.add(Outcome(subscriber.email, "failed", f"{result.__class__.__name__}: {result}"))
-            elif result.digest.count == 0:
-                report.add(Outcome(subscriber.email, "skipped", "nothing new above the relevance floor"))
-            else:
-                report.add(Outcome(subscriber.email, "dry-run",
-                                   f"{result.digest.count} papers: {result.rendered.subject}"))
+    def drain(self, *, day: date | None = None, follow: bool = False, poll: float = 10.0,
+              should_stop: Callable[[], bool] = lambda: False, wait: Callable[[float], bool] | None = None,
+              ) -> list[SendReport]:
+        """`digest worker` (see `Dispatch.drain`)."""
+        return Dispatch(self).drain(day=day, follow=follow, poll=poll, should_stop=should_stop, wait=wait)
+
 
     def send_test(self, day: date, only: str, to: str) -> tuple[Composed, Outcome]:
         """Send `only`'s digest to the address `to`, marked as a test; the send log is not touched."""
@@ -506,7 +371,3 @@ class App:
         finally:
             if transport is not self._transport:
                 transport.close()
-
-
-def _slot(slot: Slot) -> tuple[str, time, str]:
-    return slot.timezone, slot.send_at, slot.frequency

@@ -135,3 +135,15 @@ def test_imported_subscribers_get_their_digest_without_any_profile_file(tmp_path
     listed = digest("subscribers", "list")
     assert listed.stdout.count("\n") == 20
     assert "reader7@example.org\tReader 7\tdaily at 07:00 UTC\tGPUs" in listed.stdout
+
+
+def test_a_missing_folder_forgets_nobody_but_an_emptied_one_does(store, tmp_path):
+    """A subscribers folder that is not there (wrong directory, another machine) leaves the store alone;
+    deleting every file from the folder removes their subscribers."""
+    folder = tmp_path / "subscribers"
+    profile(folder, "ada", 'email = "ada@example.org"\n')
+    sync(store, folder)
+    [problem] = sync(store, tmp_path / "elsewhere").problems
+    assert "not found" in problem.message and store.count_subscribers() == 1
+    (folder / "ada.toml").unlink()
+    assert sync(store, folder).removed == 1 and store.count_subscribers() == 0
