@@ -195,6 +195,16 @@ def test_many_units_at_once_equal_one_at_a_time(corpus):
         assert np.array_equal(batch.scores(unit), one.scores(unit))  # to the last bit: digests must not differ
 
 
+def test_keywords_with_the_same_words_but_other_stems_are_other_units(corpus):
+    """"poses" and "POS" share their light-stemmed word but not their stems: the index scores each as itself."""
+    poses, pos = keyword_unit("poses"), keyword_unit("POS")
+    assert tokens("poses") == tokens("POS") and poses.key != pos.key
+    index = Pool(POOL, corpus).index(3.0)
+    index.prepare([pos])
+    fresh = Pool(POOL, corpus).index(3.0)
+    assert np.array_equal(index.scores(poses), fresh.scores(poses))
+
+
 def test_many_subscribers_at_once_agree_with_one_at_a_time(corpus):
     """The vectorised ranking of many subscribers picks the same top papers as `rank` does for each."""
     from digest.select.batch import rank_many

@@ -79,18 +79,20 @@ def keyword_unit(keyword: str) -> Unit:
     word_weight = PHRASE_WORD_WEIGHT if len(words) > 1 else 1.0
     weighted = dict.fromkeys(words, word_weight)
     weighted.update(dict.fromkeys(bigrams(words), 1.0))
-    for stem in stems(keyword):
+    found = stems(keyword)
+    for stem in found:
         weighted[stem] = weighted.get(stem, 0.0) + STEM_WEIGHT * word_weight
-    return _unit("kw:" + " ".join(words), weighted)
+    # the stems in the key too: words light-stemmed alike can have other stems ("poses": pos, ~pose; "POS": pos, ~pos)
+    return _unit("kw:" + " ".join(words) + "|" + " ".join(found), weighted)
 
 
 @lru_cache(maxsize=10_000)
 def description_unit(text: str) -> tuple[Unit, dict[int, str]]:
     """A description's words and bigrams, and each word's column mapped to the word as written."""
-    words = tokens(text)
+    words, found = tokens(text), stems(text)
     weighted = dict.fromkeys([*words, *bigrams(words)], 1.0)
-    weighted.update(dict.fromkeys(stems(text), STEM_WEIGHT))
-    unit = _unit("desc:" + " ".join(words), weighted)
+    weighted.update(dict.fromkeys(found, STEM_WEIGHT))
+    unit = _unit("desc:" + " ".join(words) + "|" + " ".join(found), weighted)  # (stems: as a keyword's)
     forms = surface_forms(text)
     return unit, dict(zip(columns(words).tolist(), (forms.get(w, w) for w in words), strict=True))
 
