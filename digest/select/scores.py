@@ -137,7 +137,8 @@ class Scores(Scored):
         share, model_logit = 0.0, None
         if self.model is not None:
             share = self.model.clicks / (self.model.clicks + settings.feedback_clicks)
-            model_logit = self.model.relevance_logits(self.index, pool.dense_papers() if settings.dense_weight else None)
+            dense_papers = pool.dense_papers() if settings.dense_weight else None
+            model_logit = self.model.relevance_logits(self.index, dense_papers)
         weights = np.array([ci.interest.weight for ci in interests])[:, None]
         raw = lexical
         if semantic is not None:
