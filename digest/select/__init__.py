@@ -19,8 +19,8 @@ from .batch import candidates
 from .corpus import CorpusStats
 from .pool import Embedder, Pool
 from .profile import Signals
-from .rank import MMR_WINDOW, TRENDING_SECTION, Ranked, pick, rank
-from .scores import LIKED_SECTION, Scored, SelectSettings
+from .rank import MMR_WINDOW, TRENDING_SECTION, Ranked, blocked_papers, rank, sections
+from .scores import LIKED_SECTION, Scored, Scores, SelectSettings
 from .text import tokens
 
 __all__ = ["LIKED_SECTION", "TRENDING_SECTION", "CorpusStats", "Embedder", "Pool", "Ranked", "SelectSettings",
@@ -42,8 +42,12 @@ def select_digest(pool: Pool, subscriber: Subscriber, *, day: date, settings: Se
         signals = Signals(received=frozenset(received))
     elif received:
         signals = replace(signals, received=signals.received | frozenset(received))
-    picks = rank(pool, subscriber, day=day, settings=settings, signals=signals, parts=False)
-    return Digest(subscriber, day, group(picks), trending=not subscriber.interests)
+    if not subscriber.interests:
+        return Digest(subscriber, day, group(rank(pool, subscriber, day=day, settings=settings, signals=signals)),
+                      trending=True)
+    scores = Scores(pool, subscriber, settings, signals)
+    return Digest(subscriber, day, sections(pool, scores, subscriber, day=day, settings=settings,
+                                            blocked=blocked_papers(pool, subscriber, signals)))
 
 
 def candidate_window(wanted: int) -> int:
@@ -73,10 +77,10 @@ def select_many(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, set
         found = {s.email: c for s, c in zip(ranked, scored, strict=True) if c is not None}
     out = []
     for subscriber in subscribers:
-        sig = signals.get(subscriber.email, Signals())
         if subscriber.email in found:
-            picks = pick(pool, found[subscriber.email], subscriber, day=day, settings=settings)
+            out.append(Digest(subscriber, day, sections(pool, found[subscriber.email], subscriber, day=day,
+                                                        settings=settings)))
         else:
-            picks = rank(pool, subscriber, day=day, settings=settings, signals=sig, parts=False)
-        out.append(Digest(subscriber, day, group(picks), trending=not subscriber.interests))
+            out.append(select_digest(pool, subscriber, day=day, settings=settings,
+                                     signals=signals.get(subscriber.email, Signals())))
     return out

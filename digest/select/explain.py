@@ -81,7 +81,11 @@ class Explainer:
         n = int(s.best[j])
         i = int(s.papers[j])
         ci = s.interests[n]
-        reasons = list(dict.fromkeys(term for label in self._strongest(n, j) for term in self._as_matched(label, i)))
+        strongest = self._strongest(n, j)
+        if len(strongest) == 1:  # (the common case; `_match` gives each word once)
+            reasons = list(self._as_matched(strongest[0], i))
+        else:
+            reasons = list(dict.fromkeys(term for label in strongest for term in self._as_matched(label, i)))
         if ci.description_words:
             cols = np.array(list(ci.description_words), dtype=np.int64)
             present = self.pool.has_terms(i, cols)
@@ -112,7 +116,7 @@ class Explainer:
         if not len(pairs) or self.pool.has_terms(i, pairs).all():
             return [keyword]
         present = self.pool.has_terms(i, cols)
-        return [word for word, hit in zip(shown, present, strict=True) if hit]
+        return list(dict.fromkeys(word for word, hit in zip(shown, present, strict=True) if hit))  # once each
 
     def _closest(self, prefix: str, papers: Sequence[Paper], i: int) -> Paper:
         """Of several papers, the one whose own vector scores paper i highest."""

@@ -33,21 +33,36 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import date
+from functools import lru_cache
 
 import numpy as np
 
-from ..models import Paper, Subscriber
+from ..models import Item, Paper, Section, Subscriber
 from .explain import Explainer
 from .pool import Index, Pool
 from .profile import Signals
-from .scores import (CALIBRATION_A, CALIBRATION_B, DENSE_CALIBRATION_A, DENSE_CALIBRATION_B, LIKED_SECTION,
-                     NO_MATCH, SEMANTIC_BASE, Scored, Scores, SelectSettings, boosted, calibrate, calibration,
-                     feedback_model, sigmoid)
+from .scores import (
+    CALIBRATION_A,
+    CALIBRATION_B,
+    DENSE_CALIBRATION_A,
+    DENSE_CALIBRATION_B,
+    LIKED_SECTION,
+    NO_MATCH,
+    SEMANTIC_BASE,
+    Scored,
+    Scores,
+    SelectSettings,
+    boosted,
+    calibrate,
+    calibration,
+    feedback_model,
+    sigmoid,
+)
 
 __all__ = ["CALIBRATION_A", "CALIBRATION_B", "DENSE_CALIBRATION_A", "DENSE_CALIBRATION_B", "LIKED_SECTION",
            "MMR_WINDOW", "NEAR_DUPLICATE", "NO_MATCH", "SEMANTIC_BASE", "TRENDING_SECTION", "Ranked", "Scored",
            "Scores", "SelectSettings", "blocked_papers", "boost", "boosted", "calibrate", "calibration", "diversify",
-           "feedback_model", "pick", "rank", "sigmoid"]
+           "choose", "feedback_model", "rank", "sections", "sigmoid"]
 
 TRENDING_SECTION = "Trending"
 MMR_WINDOW = 2  # diversity re-ranks the best (window × wanted) candidates
@@ -75,11 +90,14 @@ def boost(pool: Pool, day: date, settings: SelectSettings) -> np.ndarray:
 
 def _boost(pool: Pool, day: date, settings: SelectSettings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     memo = pool.index(settings.title_weight).memo
-    key = ("boost", day, settings)
-    if key not in memo:
+    key = ("boost", day, settings.upvote_weight, settings.comment_weight, settings.recency_weight,
+           settings.recency_half_life_days)  # (hashing the settings themselves costs more than the lookup)
+    found = memo.get(key)
+    if found is None:
         trend, recency = pool.boosts(day, settings.comment_weight, settings.recency_half_life_days)
-        memo[key] = trend, recency, (1 + settings.upvote_weight * trend) * (1 + settings.recency_weight * recency)
-    return memo[key]  # type: ignore[no-any-return]
+        found = memo[key] = trend, recency, ((1 + settings.upvote_weight * trend)
+                                            * (1 + settings.recency_weight * recency))
+    return found  # type: ignore[no-any-return]
 
 
 def blocked_papers(pool: Pool, subscriber: Subscriber, signals: Signals) -> np.ndarray:
@@ -114,18 +132,26 @@ def diversify(index: Index, order: np.ndarray, values: np.ndarray, wanted: int, 
     size = min(max(MMR_WINDOW * wanted, wanted + 5), len(order))  # typically a few dozen papers
     # Values are the candidates' log-odds scaled to 0..1 over the window: the best candidate 1, the
     # window's last 0 (near-certain probabilities all sit near 1, their log-odds do not).
-    clipped = np.clip(values[:size], 1e-12, 1 - 1e-12)
+    clipped = np.minimum(np.maximum(values[:size], 1e-12), 1 - 1e-12)
     logit = np.log(clipped) - np.log1p(-clipped)
-    span = float(logit[0] - logit.min())
-    value = (logit - logit.min()) / span if span > 0 else np.ones(size)
-    redundancy = np.tril(index.similarity_among(order[:size]), k=-1).max(axis=1)
+    low = logit.min()
+    span = float(logit[0] - low)
+    value = (logit - low) / span if span > 0 else np.ones(size)
+    redundancy = np.where(_below(size), index.similarity_among(order[:size]), 0.0).max(axis=1)
     duplicate = redundancy >= NEAR_DUPLICATE
-    gain = np.where(duplicate, -np.inf, (1 - diversity) * value - diversity * redundancy)
+    gain = (1 - diversity) * value - diversity * redundancy
+    gain[duplicate] = -np.inf
     ranked = np.argsort(-gain, kind="stable")
-    out = ranked[: int((~duplicate).sum())].tolist() + list(range(size, len(order)))
+    out = ranked[: size - int(np.count_nonzero(duplicate))].tolist() + list(range(size, min(len(order), size + wanted)))
     if not drop_duplicates:
         out += np.flatnonzero(duplicate).tolist()
     return out[:wanted]
+
+
+@lru_cache(maxsize=256)
+def _below(size: int) -> np.ndarray:
+    """Which pairs (row, column) of a size × size matrix lie below the diagonal (a better-scored candidate)."""
+    return np.tri(size, size, -1, dtype=bool)
 
 
 def rank(pool: Pool, subscriber: Subscriber, *, day: date, settings: SelectSettings,
@@ -139,38 +165,50 @@ def rank(pool: Pool, subscriber: Subscriber, *, day: date, settings: SelectSetti
     if not subscriber.interests:
         return _trending(pool, subscriber, day, settings, blocked, limit)
     scores = Scores(pool, subscriber, settings, signals)
-    return pick(pool, scores, subscriber, day=day, settings=settings, blocked=blocked, limit=limit, parts=parts)
+    chosen, final, passes = choose(pool, scores, subscriber, day=day, settings=settings, blocked=blocked, limit=limit)
+    trend, recency, boost = _boost(pool, day, settings)
+    explain = Explainer(pool, pool.index(settings.title_weight), scores, chosen)
+    values = zip(chosen, scores.papers[chosen].tolist(), final[chosen].round(6).tolist(),
+                 scores.relevance[chosen].round(6).tolist(), passes[chosen].tolist(), strict=True)
+    return [Ranked(pool.papers[i], n + 1, score, relevance, ok, scores.section(j), explain.reasons(j),
+                   explain.parts(j) | {"trend": round(float(trend[i]), 4), "recency": round(float(recency[i]), 4),
+                                       "boost": round(float(boost[i]), 4)} if parts else {})
+            for n, (j, i, score, relevance, ok) in enumerate(values)]
 
 
-def pick(pool: Pool, scores: Scored, subscriber: Subscriber, *, day: date, settings: SelectSettings,
-         blocked: np.ndarray | None = None, limit: int | None = None, parts: bool = False) -> list[Ranked]:
-    """The picks among the papers `scores` covers (every paper, or a batch ranking's candidates), best first.
+def sections(pool: Pool, scores: Scored, subscriber: Subscriber, *, day: date, settings: SelectSettings,
+             blocked: np.ndarray | None = None) -> tuple[Section, ...]:
+    """A digest's picks among the papers `scores` covers, grouped: sections in order of their best pick.
 
+    `scores` covers every paper (`select_digest`) or a batch ranking's candidates (`select_many`);
     `blocked`: the pool's papers never to pick (a batch ranking has left them out already).
     """
-    trend, recency, boost = _boost(pool, day, settings)
-    at = scores.papers
-    final = boosted(scores.relevance, boost[at])
+    chosen, final, _ = choose(pool, scores, subscriber, day=day, settings=settings, blocked=blocked)
+    explain = Explainer(pool, pool.index(settings.title_weight), scores, chosen)
+    grouped: dict[str, list[Item]] = {}
+    for j, i, score in zip(chosen, scores.papers[chosen].tolist(), final[chosen].round(6).tolist(), strict=True):
+        grouped.setdefault(scores.section(j), []).append(Item(pool.papers[i], score, explain.reasons(j)))
+    return tuple(Section(name, tuple(items)) for name, items in grouped.items())
+
+
+def choose(pool: Pool, scores: Scored, subscriber: Subscriber, *, day: date, settings: SelectSettings,
+           blocked: np.ndarray | None = None, limit: int | None = None) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """The picks (positions in `scores`, best first), and every covered paper's boosted score and floor verdict:
+    the eligible papers best first, re-ranked for diversity; with `limit`, the top N regardless of the floor."""
+    boost = _boost(pool, day, settings)[2]
+    final = boosted(scores.relevance, boost[scores.papers])
     passes = scores.relevance >= settings.min_relevance
-    eligible = passes if limit is None else np.ones(len(at), dtype=bool)
+    eligible = passes if limit is None else np.ones(len(passes), dtype=bool)
     if blocked is not None:
-        eligible = eligible & ~blocked[at]
+        eligible = eligible & ~blocked[scores.papers]
     candidates = np.flatnonzero(eligible)  # ascending pool indices: ties keep the pool's order
     order = candidates[np.argsort(-final[candidates], kind="stable")]
     wanted = subscriber.max_papers if limit is None else limit
     positive = order[final[order] > 0]
-    index = pool.index(settings.title_weight)
-    chosen = positive[diversify(index, at[positive], final[positive], wanted, settings.diversity,
-                                drop_duplicates=limit is None)].tolist()
+    chosen = positive[diversify(pool.index(settings.title_weight), scores.papers[positive], final[positive], wanted,
+                                settings.diversity, drop_duplicates=limit is None)].tolist()
     chosen += order[final[order] <= 0][: wanted - len(chosen)].tolist()
-    explain = Explainer(pool, index, scores, chosen)
-    values = zip(chosen, final[chosen].round(6).tolist(), scores.relevance[chosen].round(6).tolist(),
-                 passes[chosen].tolist(), strict=True)
-    return [Ranked(pool.papers[at[j]], n + 1, score, relevance, ok, scores.section(j), explain.reasons(j),
-                   explain.parts(j) | {"trend": round(float(trend[at[j]]), 4),
-                                       "recency": round(float(recency[at[j]]), 4),
-                                       "boost": round(float(boost[at[j]]), 4)} if parts else {})
-            for n, (j, score, relevance, ok) in enumerate(values)]
+    return chosen, final, passes
 
 
 def _trending(pool: Pool, subscriber: Subscriber, day: date, settings: SelectSettings, blocked: np.ndarray,
@@ -178,12 +216,14 @@ def _trending(pool: Pool, subscriber: Subscriber, day: date, settings: SelectSet
     """A profile without interests: the most upvoted papers, the boosts breaking ties."""
     trend, recency, boost = _boost(pool, day, settings)
     memo = pool.index(settings.title_weight).memo
-    key = ("trending", day, settings)
-    if key not in memo:  # the same order for every trending-only subscriber
-        memo[key] = sorted(range(len(pool)), key=lambda i: (-(pool.papers[i].upvotes or 0), -boost[i], i))
+    key = ("trending", day, settings.upvote_weight, settings.comment_weight, settings.recency_weight,
+           settings.recency_half_life_days)
+    order = memo.get(key)
+    if order is None:  # the same order for every trending-only subscriber
+        order = memo[key] = sorted(range(len(pool)), key=lambda i: (-(pool.papers[i].upvotes or 0), -boost[i], i))
     wanted = limit or subscriber.max_papers
     ranked = []
-    for i in memo[key]:
+    for i in order:
         if len(ranked) == wanted:
             break
         if not blocked[i]:
