@@ -86,10 +86,9 @@ class Index:
 
     def local(self, cols: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Keep the terms the pool has, as local column numbers."""
-        pos = np.searchsorted(self.cols, cols)
-        pos[pos == len(self.cols)] = 0
-        found = self.cols[pos] == cols if len(self.cols) else np.zeros(len(cols), dtype=bool)
-        return pos[found], weights[found]
+        pos = self.lookup()[cols]  # (a table, not searchsorted: that converted the pool's columns every call)
+        found = pos >= 0
+        return pos[found].astype(np.int64), weights[found]
 
     def scores(self, unit: Unit) -> np.ndarray:
         """Every paper's BM25 score for the unit (computed once per unit key)."""
@@ -106,6 +105,9 @@ class Index:
         A unit's scores do not depend on which other units are scored with it: each is a sum over the
         unit's own terms, in the unit's order.
         """
+        known = [self._unit_row.get(u.key) for u in units]
+        if None not in known:
+            return np.array(known, dtype=np.int64)
         todo = list({u.key: u for u in units if u.key not in self._unit_row}.values())
         if todo:
             product = (self.query_matrix(todo).T @ self.matrix.T).toarray()  # units × papers
@@ -126,16 +128,13 @@ class Index:
 
     def query_matrix(self, units: Sequence[Unit]) -> sp.csc_matrix:
         """Units as the columns of one sparse (pool terms × units) matrix."""
-        data, rows, cols = [], [], []
-        for j, unit in enumerate(units):
-            local, weights = self.local(unit.cols, unit.weights)
-            rows.append(local)
-            data.append(weights)
-            cols.append(np.full(len(local), j))
         if not units:
             return sp.csc_matrix((len(self.cols), 0))
-        return sp.csc_matrix((np.concatenate(data), (np.concatenate(rows), np.concatenate(cols))),
-                             shape=(len(self.cols), len(units)))
+        pos = self.lookup()[np.concatenate([u.cols for u in units])]  # every unit's terms at once
+        found = pos >= 0
+        owner = np.repeat(np.arange(len(units)), [len(u.cols) for u in units])
+        weights = np.concatenate([u.weights for u in units])
+        return sp.csc_matrix((weights[found], (pos[found], owner[found])), shape=(len(self.cols), len(units)))
 
     def vector(self, papers: Sequence[Paper]) -> tuple[np.ndarray, np.ndarray]:
         """Unit-length centroid of the papers' BM25F rows as (hashed columns, weights): Rocchio's input."""
@@ -151,7 +150,7 @@ class Index:
             return np.asarray((rows @ rows.T).toarray())
         if self._similarity is None:
             self._similarity = np.asarray((self.rows @ self.rows.T).toarray())
-        return self._similarity[picks][:, picks]
+        return self._similarity[picks[:, None], picks]
 
 
 class Pool:

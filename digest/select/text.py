@@ -195,12 +195,19 @@ def _murmur(key: bytes) -> int:
 
 def hashed_columns(items: Sequence[str]) -> np.ndarray:
     """Each term's column: |MurmurHash3 of its UTF-8 bytes| mod N_FEATURES, as FeatureHasher has it."""
-    if not items:
-        return np.zeros(0, dtype=np.int64)
+    if len(items) < SMALL:  # a keyword's few terms: each term's column kept, terms recur across keywords
+        return np.array([_column(t) for t in items], dtype=np.int64)
     h = murmurhash3_32([t.encode("utf-8") for t in items]).astype(np.int64)
     # FeatureHasher maps -2**31 to (2**31 - N_FEATURES) % N_FEATURES: the same as |-2**31| % N_FEATURES,
     # N_FEATURES being a power of two
     return np.abs(h) % N_FEATURES
+
+
+@lru_cache(maxsize=500_000)
+def _column(term: str) -> int:
+    """`hashed_columns` of one term, in plain Python."""
+    h = _murmur(term.encode("utf-8"))
+    return abs(h - (1 << 32) if h >= 1 << 31 else h) % N_FEATURES
 
 
 @lru_cache(maxsize=10_000)
