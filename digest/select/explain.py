@@ -41,19 +41,26 @@ class Explainer:
         self.pool, self.index, self.scores = pool, index, scores
         self.picks = np.asarray(picks, dtype=np.int64)
         self.column = {int(j): n for n, j in enumerate(picks)}
+        # (per pick, as Python numbers: a digest reads them a few times each)
+        self._at: list[int] = scores.papers[self.picks].tolist()
+        self._best: list[int] = scores.best[self.picks].tolist()
         self._keywords: dict[int, list[list[str]]] = {}
 
     def _strongest(self, n: int, j: int) -> list[str]:
         """Interest n's keywords that pick j matches, strongest first."""
-        if n not in self._keywords:  # every pick at once: a digest's picks share their interests
-            parts = [p for p in self.scores.interests[n].parts if p.kind == "keyword"]
-            rows = self.index.unit_rows([p.unit for p in parts])
-            values = self.index.unit_scores[rows[:, None], self.scores.papers[self.picks][None, :]]
-            order = np.argsort(-values, axis=0, kind="stable").T.tolist()
-            matched = (values > 0).T.tolist()
-            labels = [p.label for p in parts]
-            self._keywords[n] = [[labels[k] for k in ks if hit[k]] for ks, hit in zip(order, matched, strict=True)]
-        return self._keywords[n][self.column[j]]
+        found = self._keywords.get(n)
+        if found is None:  # every pick at once: a digest's picks share their interests
+            found = self._keywords[n] = self._matched_keywords(n)
+        return found[self.column[j]]
+
+    def _matched_keywords(self, n: int) -> list[list[str]]:
+        """For each pick, interest n's keywords it matches, strongest first (ties in the interest's order)."""
+        parts = [p for p in self.scores.interests[n].parts if p.kind == "keyword"]
+        rows = self.index.unit_rows([p.unit for p in parts])
+        values = self.index.unit_scores[rows[:, None], self.scores.papers[self.picks][None, :]].T.tolist()
+        labels = [p.label for p in parts]
+        return [[labels[k] for k in sorted((k for k, v in enumerate(row) if v > 0), key=lambda k: -row[k])]
+                for row in values]
 
     def _part(self, part: Part, j: int) -> float:
         return part.coef * float(self.index.scores(part.unit)[self.scores.papers[j]])
@@ -78,8 +85,8 @@ class Explainer:
     def reasons(self, j: int) -> tuple[str, ...]:
         """The matched keywords (strongest first), description words, and the papers it resembles."""
         s = self.scores
-        n = int(s.best[j])
-        i = int(s.papers[j])
+        c = self.column[j]
+        n, i = self._best[c], self._at[c]
         ci = s.interests[n]
         strongest = self._strongest(n, j)
         if len(strongest) == 1:  # (the common case; `_match` gives each word once)
@@ -89,7 +96,7 @@ class Explainer:
         if ci.description_words:
             cols = np.array(list(ci.description_words), dtype=np.int64)
             present = self.pool.has_terms(i, cols)
-            reasons += list(dict.fromkeys(ci.description_words[int(c)] for c in cols[present]))
+            reasons += list(dict.fromkeys(ci.description_words[col] for col in cols[present].tolist()))
         if ci.seed_papers or s.semantic is not None:
             raw = max(float(s.raw(n)[j]), 1e-9)
             for part in ci.parts:

@@ -186,8 +186,9 @@ def sections(pool: Pool, scores: Scored, subscriber: Subscriber, *, day: date, s
     chosen, final, _ = choose(pool, scores, subscriber, day=day, settings=settings, blocked=blocked)
     explain = Explainer(pool, pool.index(settings.title_weight), scores, chosen)
     grouped: dict[str, list[Item]] = {}
-    for j, i, score in zip(chosen, scores.papers[chosen].tolist(), final[chosen].round(6).tolist(), strict=True):
-        grouped.setdefault(scores.section(j), []).append(Item(pool.papers[i], score, explain.reasons(j)))
+    for j, i, score, name in zip(chosen, scores.papers[chosen].tolist(), final[chosen].round(6).tolist(),
+                                 scores.section_names(chosen), strict=True):
+        grouped.setdefault(name, []).append(Item(pool.papers[i], score, explain.reasons(j)))
     return tuple(Section(name, tuple(items)) for name, items in grouped.items())
 
 

@@ -117,6 +117,13 @@ class Scored:
             return LIKED_SECTION
         return self.interests[int(self.best[j])].interest.name
 
+    def section_names(self, picks: Sequence[int]) -> list[str]:
+        """`section` of each of the picks (at once: a digest's picks)."""
+        at = np.asarray(picks, dtype=np.int64)
+        liked = (self.lexical_logit[at] <= NO_MATCH) & (self.relevance[at] > self.lexical_relevance[at])
+        return [LIKED_SECTION if like else self.interests[n].interest.name
+                for like, n in zip(liked.tolist(), self.best[at].tolist(), strict=True)]
+
 
 class Scores(Scored):
     """Every pool paper's calibrated relevance for one subscriber, and the interest it matches best."""
