@@ -44,23 +44,22 @@ class Explainer:
         # (per pick, as Python numbers: a digest reads them a few times each)
         self._at: list[int] = scores.papers[self.picks].tolist()
         self._best: list[int] = scores.best[self.picks].tolist()
-        self._keywords: dict[int, list[list[str]]] = {}
+        self._keywords: dict[int, tuple[list[str], list[list[float]]]] = {}
 
     def _strongest(self, n: int, j: int) -> list[str]:
-        """Interest n's keywords that pick j matches, strongest first."""
+        """Interest n's keywords that pick j matches, strongest first (ties in the interest's order)."""
         found = self._keywords.get(n)
         if found is None:  # every pick at once: a digest's picks share their interests
-            found = self._keywords[n] = self._matched_keywords(n)
-        return found[self.column[j]]
+            found = self._keywords[n] = self._keyword_scores(n)
+        labels, values = found
+        return [labels[k] for _, k in sorted((-v, k) for k, v in enumerate(values[self.column[j]]) if v > 0)]
 
-    def _matched_keywords(self, n: int) -> list[list[str]]:
-        """For each pick, interest n's keywords it matches, strongest first (ties in the interest's order)."""
+    def _keyword_scores(self, n: int) -> tuple[list[str], list[list[float]]]:
+        """Interest n's keywords, and their scores of each pick (picks × keywords)."""
         parts = [p for p in self.scores.interests[n].parts if p.kind == "keyword"]
         rows = self.index.unit_rows([p.unit for p in parts])
         values = self.index.unit_scores[rows[:, None], self.scores.papers[self.picks][None, :]].T.tolist()
-        labels = [p.label for p in parts]
-        return [[labels[k] for k in sorted((k for k, v in enumerate(row) if v > 0), key=lambda k: -row[k])]
-                for row in values]
+        return [p.label for p in parts], values
 
     def _part(self, part: Part, j: int) -> float:
         return part.coef * float(self.index.scores(part.unit)[self.scores.papers[j]])
@@ -92,7 +91,7 @@ class Explainer:
         if len(strongest) == 1:  # (the common case; `_match` gives each word once)
             reasons = list(self._as_matched(strongest[0], i))
         else:
-            reasons = list(dict.fromkeys(term for label in strongest for term in self._as_matched(label, i)))
+            reasons = list(dict.fromkeys([term for label in strongest for term in self._as_matched(label, i)]))
         if ci.description_words:
             cols = np.array(list(ci.description_words), dtype=np.int64)
             present = self.pool.has_terms(i, cols)

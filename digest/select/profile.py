@@ -86,6 +86,12 @@ def keyword_unit(keyword: str) -> Unit:
     return _unit("kw:" + " ".join(words) + "|" + " ".join(found), weighted)
 
 
+@lru_cache(maxsize=100_000)
+def keyword_part(keyword: str) -> Part:
+    """A keyword as a part of an interest (shared: parts are immutable, and keywords recur across profiles)."""
+    return Part(keyword_unit(keyword), 1.0, "keyword", keyword)
+
+
 @lru_cache(maxsize=10_000)
 def description_unit(text: str) -> tuple[Unit, dict[int, str]]:
     """A description's words and bigrams, and each word's column mapped to the word as written."""
@@ -124,7 +130,7 @@ def papers_unit(prefix: str, papers: Sequence[Paper], index: Index) -> Unit:
 def compile_interest(interest: Interest, index: Index, seeds: Mapping[str, Paper], *,
                      description_weight: float, seed_weight: float) -> CompiledInterest:
     """The parts of one interest."""
-    parts = [Part(keyword_unit(k), 1.0, "keyword", k) for k in interest.keywords]
+    parts = [keyword_part(k) for k in interest.keywords]
     words: dict[int, str] = {}
     if interest.description:
         unit, words = description_unit(interest.description)
