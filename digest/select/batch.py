@@ -33,7 +33,7 @@ from .learn import DENSE_DIM, FeedbackModel, standardised
 from .pool import Index, Pool
 from .profile import CompiledInterest, Part, Signals, compile_interest, mean_reference, unit_reference
 from .rank import blocked_indices, boost
-from .scores import NO_MATCH, Scored, SelectSettings, calibrate, calibration, feedback_model
+from .scores import NO_MATCH, Scored, SelectSettings, calibrate, calibration, feedback_model, sigmoid
 from .text import N_FEATURES
 
 TIE_MARGIN = 1e-3  # log-odds: candidates this close to the k-th, or to the floor, are kept too (rounding)
@@ -179,13 +179,22 @@ def _model_logits(index: Index, models: Sequence[FeedbackModel], dense: np.ndarr
 
 
 def _best(values: np.ndarray, first: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Each subscriber's best value over their interests' rows (first row, count): an interest slot at a time
-    (np.maximum.reduceat along rows is several times slower)."""
+    """Each subscriber's best value over their interests' rows (first row, count)."""
+    return _best_interest(values, first, counts)[0]
+
+
+def _best_interest(values: np.ndarray, first: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each subscriber's best value over their interests' rows (first row, count), and which interest gives it
+    (the first on ties, as argmax): an interest slot at a time (np.maximum.reduceat is several times slower)."""
     best = values[first]
+    which = np.zeros(best.shape, dtype=np.int64)
     for j in range(1, int(counts.max(initial=1))):
         more = np.flatnonzero(counts > j)
-        best[more] = np.maximum(best[more], values[first[more] + j])
-    return best
+        candidate = values[first[more] + j]
+        better = candidate > best[more]
+        best[more] = np.where(better, candidate, best[more])
+        which[more] = np.where(better, j, which[more])
+    return best, which
 
 
 def _fast_best(run: _Run, lo: int, hi: int, first: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -217,10 +226,11 @@ def _interest_logits(run: _Run, lo: int, hi: int) -> tuple[np.ndarray, np.ndarra
 def _learned(run: _Run, rows: np.ndarray, best: np.ndarray) -> tuple[list[int], np.ndarray, np.ndarray]:
     """Blend the learned models into the subscribers' best log-odds (in place); which rows have one,
     their shares and their models' log-odds (rows × papers)."""
-    with_model = [n for n, r in enumerate(rows) if run.models[r] is not None]
+    found = [run.models[r] for r in rows.tolist()]  # (a list indexed by numpy integers is slow)
+    with_model = [n for n, m in enumerate(found) if m is not None]
     if not with_model:
         return [], np.zeros(0), np.zeros((0, best.shape[1]))
-    models = [run.models[rows[n]] for n in with_model]
+    models = [found[n] for n in with_model]
     share = np.array([m.clicks / (m.clicks + run.settings.feedback_clicks) for m in models])  # type: ignore[union-attr]
     learned = _model_logits(run.index, models, run.pool.dense_papers() if run.dense else None).T  # type: ignore[arg-type]
     best[with_model] = (1 - share[:, None]) * best[with_model] + share[:, None] * learned
@@ -279,7 +289,8 @@ def _candidate_chunk(run: _Run, start: int, end: int, k: int, signals: Mapping[s
     if hi == lo:
         return
     raw, logit, z = _interest_logits(run, lo, hi)
-    best = _best(logit, first, counts)
+    best, which = _best_interest(logit, first, counts)
+    lexical = best.copy()
     with_model, share, learned = _learned(run, rows, best)
     key = best + run.log_boost[None, :]
     floor = _floor(run.settings)
@@ -287,24 +298,62 @@ def _candidate_chunk(run: _Run, start: int, end: int, k: int, signals: Mapping[s
     # the digest applies the floor exactly (on the relevance, as `rank` does).
     sure = np.where(best >= floor + TIE_MARGIN, key, -np.inf)
     near = np.where(best >= floor - TIE_MARGIN, key, -np.inf)
-    for n, r in enumerate(rows):
+    for n, r in enumerate(rows.tolist()):
         if len(run.blocked[r]):
             sure[n, run.blocked[r]] = -np.inf
             near[n, run.blocked[r]] = -np.inf
     kth = -np.partition(-sure, k - 1, axis=1)[:, k - 1] if k else np.full(len(rows), np.inf)
     cutoff = np.where(np.isfinite(kth), kth - TIE_MARGIN, -np.inf)
-    model_row = dict(zip(with_model, range(len(with_model)), strict=True))
     kept = (near >= cutoff[:, None]) & np.isfinite(near)
-    for n, r in enumerate(rows):
-        papers = np.flatnonzero(kept[n])
-        a, b = int(first[n]), int(first[n] + counts[n])
-        m = model_row.get(n)
-        sig = signals.get(run.emails[r], Signals())
-        out[r] = Scored(papers, run.plan.compiled[lo + a:lo + b], run.plan.refs[lo + a:lo + b].tolist(),
-                        raw[a:b, papers], logit[a:b, papers], run.settings,
-                        dense=z[a:b, papers] if z is not None else None,
-                        model_logit=learned[m, papers] if m is not None else None,
-                        share=float(share[m]) if m is not None else 0.0, liked=sig.liked)
+    _scored(run, lo, rows, first, counts, kept, _Kept(raw, logit, z, lexical, best, which, learned),
+            dict(zip(with_model, share.tolist(), strict=True)), signals, out)
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """A chunk's scores (interests × papers, or subscribers × papers), of which each subscriber keeps some papers."""
+
+    raw: np.ndarray
+    logit: np.ndarray
+    z: np.ndarray | None
+    lexical: np.ndarray  # each subscriber's best interest's log-odds
+    blended: np.ndarray  # ... with the learned model blended in
+    which: np.ndarray  # which of their interests is the best
+    learned: np.ndarray  # the learned models' log-odds (subscribers with a model × papers)
+
+
+def _scored(run: _Run, lo: int, rows: np.ndarray, first: np.ndarray, counts: np.ndarray, kept: np.ndarray,
+            chunk: _Kept, shares: dict[int, float], signals: Mapping[str, Signals], out: list[Scored | None]) -> None:
+    """Each subscriber's `Scored` on the papers `kept` marks (subscribers × papers).
+
+    What every digest needs is taken for the whole chunk at once, row by row (boolean indexing reads
+    row-major), and each subscriber gets slices of it: their papers, and their interests' rows, reshaped.
+    The relevance is computed here with the same arithmetic as `Scored` would, so it is the same.
+    """
+    sizes = np.count_nonzero(kept, axis=1)
+    ends = np.cumsum(sizes).tolist()
+    papers = np.nonzero(kept)[1]
+    lexical = chunk.lexical[kept]
+    derived = (chunk.which[kept], lexical, sigmoid(chunk.blended[kept]), sigmoid(lexical))
+    by_interest = kept[np.repeat(np.arange(len(rows)), counts)]  # each interest row: its subscriber's papers
+    raw, logit = chunk.raw[by_interest], chunk.logit[by_interest]
+    z = chunk.z[by_interest] if chunk.z is not None else None
+    interest_ends = np.cumsum(np.repeat(sizes, counts)).tolist()
+    learned = chunk.learned[kept[list(shares)]] if shares else None
+    model_ends = dict(zip(shares, np.cumsum(sizes[list(shares)]).tolist(), strict=True))
+    refs = run.plan.refs.tolist()
+    for n, (r, a, count, size, end) in enumerate(zip(rows.tolist(), first.tolist(), counts.tolist(),
+                                                      sizes.tolist(), ends, strict=True)):
+        at = slice(end - size, end)
+        b = a + count
+        block = slice(interest_ends[a] - size, interest_ends[b - 1])
+        model = slice(model_ends[n] - size, model_ends[n]) if n in shares else None
+        out[r] = Scored(papers[at], run.plan.compiled[lo + a:lo + b], refs[lo + a:lo + b],
+                        raw[block].reshape(count, size), logit[block].reshape(count, size), run.settings,
+                        dense=z[block].reshape(count, size) if z is not None else None,
+                        model_logit=learned[model] if model is not None and learned is not None else None,
+                        share=shares.get(n, 0.0), liked=signals.get(run.emails[r], Signals()).liked,
+                        derived=tuple(d[at] for d in derived))  # type: ignore[arg-type]
 
 
 def prepare(pool: Pool, subscribers: Sequence[Subscriber], settings: SelectSettings) -> None:

@@ -91,12 +91,18 @@ class Scored:
     model_logit: np.ndarray | None = None  # the learned model's log-odds
     share: float = 0.0  # the learned model's share of the relevance
     liked: tuple[Paper, ...] = ()
+    # (best, lexical_logit, relevance, lexical_relevance) when the caller has them: a batch works them out
+    # for all its subscribers at once, with the same arithmetic as below
+    derived: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, repr=False)
     best: np.ndarray = field(init=False)  # the interest each paper matches best
     lexical_logit: np.ndarray = field(init=False)
     relevance: np.ndarray = field(init=False)
     lexical_relevance: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
+        if self.derived is not None:
+            self.best, self.lexical_logit, self.relevance, self.lexical_relevance = self.derived
+            return
         self.best = self.logits.argmax(axis=0) if len(self.logits) > 1 else np.zeros(len(self.papers), np.int64)
         self.lexical_logit = self.logits.max(axis=0)
         logit = self.lexical_logit
