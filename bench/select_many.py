@@ -82,11 +82,15 @@ def fresh_pool(papers: list[Paper], settings: SelectSettings, embedder: DenseEmb
 
 
 def batched(pool: Pool, subscribers: list[Subscriber], signals: dict[str, Signals], day: date,
-            settings: SelectSettings, size: int) -> list[Digest]:
+            settings: SelectSettings, size: int, keep: int = 0) -> list[Digest]:
+    """Every subscriber's digest a batch at a time; the first `keep` digests are returned, the others dropped
+    as a send run drops them once rendered (holding 10,000 would slow the garbage collector down)."""
     out: list[Digest] = []
     for start in range(0, len(subscribers), size):
         batch = subscribers[start:start + size]
-        out += select_many(pool, batch, day=day, settings=settings, signals={s.email: signals[s.email] for s in batch})
+        digests = select_many(pool, batch, day=day, settings=settings,
+                              signals={s.email: signals[s.email] for s in batch})
+        out += digests[: max(0, keep - start)]
     return out
 
 
@@ -117,7 +121,7 @@ def main() -> None:
         pstats.Stats(profiler).sort_stats("tottime").print_stats(35)
         return
     start = time.process_time()
-    many = batched(pool, subscribers, signals, DAY, settings, args.batch)
+    many = batched(pool, subscribers, signals, DAY, settings, args.batch, keep=args.baseline)
     many_ms = (time.process_time() - start) * 1000 / len(subscribers)
     pool = fresh_pool(papers, settings, embedder, DAY)
     chosen = subscribers[: args.baseline]

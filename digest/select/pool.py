@@ -139,7 +139,12 @@ class Index:
     def vector(self, papers: Sequence[Paper]) -> tuple[np.ndarray, np.ndarray]:
         """Unit-length centroid of the papers' BM25F rows as (hashed columns, weights): Rocchio's input."""
         rows = unit_length(bm25_weights(Fields.of(papers), self.corpus, self.title_weight))
-        centroid = sp.csr_matrix(rows.mean(axis=0))
+        if rows.shape[0] == 1:  # one paper (every liked paper a reason names): its row is its mean, kept sparse
+            centroid = sp.csr_matrix(rows, copy=True)  # (a dense mean of 2**20 columns took milliseconds)
+            centroid.sum_duplicates()
+            centroid.eliminate_zeros()
+        else:
+            centroid = sp.csr_matrix(rows.mean(axis=0))
         norm = math.sqrt(float(centroid.multiply(centroid).sum())) or 1.0
         return centroid.indices.astype(np.int64), centroid.data / norm
 
