@@ -52,7 +52,10 @@ class Explainer:
         if found is None:  # every pick at once: a digest's picks share their interests
             found = self._keywords[n] = self._keyword_scores(n)
         labels, values = found
-        return [labels[k] for _, k in sorted((-v, k) for k, v in enumerate(values[self.column[j]]) if v > 0)]
+        hits = [(-v, k) for k, v in enumerate(values[self.column[j]]) if v > 0]
+        if len(hits) > 1:
+            hits.sort()  # by score, ties in the interest's order
+        return [labels[k] for _, k in hits]
 
     def _keyword_scores(self, n: int) -> tuple[list[str], list[list[float]]]:
         """Interest n's keywords, and their scores of each pick (picks × keywords)."""

@@ -203,12 +203,14 @@ def choose(pool: Pool, scores: Scored, subscriber: Subscriber, *, day: date, set
     if blocked is not None:
         eligible = eligible & ~blocked[scores.papers]
     candidates = np.flatnonzero(eligible)  # ascending pool indices: ties keep the pool's order
-    order = candidates[np.argsort(-final[candidates], kind="stable")]
+    by_score = np.argsort(-final[candidates], kind="stable")
+    order, ranked = candidates[by_score], final[candidates[by_score]]
     wanted = subscriber.max_papers if limit is None else limit
-    positive = order[final[order] > 0]
-    chosen = positive[diversify(pool.index(settings.title_weight), scores.papers[positive], final[positive], wanted,
-                                settings.diversity, drop_duplicates=limit is None)].tolist()
-    chosen += order[final[order] <= 0][: wanted - len(chosen)].tolist()
+    positive = int(np.count_nonzero(ranked > 0))  # (a prefix of the order)
+    picks = diversify(pool.index(settings.title_weight), scores.papers[order[:positive]], ranked[:positive], wanted,
+                      settings.diversity, drop_duplicates=limit is None)
+    head = order[:positive].tolist()
+    chosen = [head[n] for n in picks] + order[positive:positive + wanted - len(picks)].tolist()
     return chosen, final, passes
 
 
