@@ -11,6 +11,10 @@ beforehand, as a run reads them from the store). Each way gets its own pool, war
 is timed is the per-digest cost of a run (the pool's analysis is paid once per run either way): `select_many`
 on every subscriber in batches of --batch (a send run's delivery.batch_size), then `select_digest` on the
 first --baseline, whose digests are checked to be the same as the batch's.
+
+CPU time counts OpenBLAS's worker threads, which spin while they wait: on a busy two-core machine the dense
+similarity's matrix product (one per batch) took four times the CPU with them as without. Run it as well
+with OPENBLAS_NUM_THREADS=1 to see the selector's own cost (and what single-threaded send workers would pay).
 """
 
 from __future__ import annotations

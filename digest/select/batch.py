@@ -333,27 +333,27 @@ def _scored(run: _Run, lo: int, rows: np.ndarray, first: np.ndarray, counts: np.
     sizes = np.count_nonzero(kept, axis=1)
     ends = np.cumsum(sizes).tolist()
     papers = np.nonzero(kept)[1]
-    lexical = chunk.lexical[kept]
-    derived = (chunk.which[kept], lexical, sigmoid(chunk.blended[kept]), sigmoid(lexical))
+    which, lexical = chunk.which[kept], chunk.lexical[kept]
+    relevance, lexical_relevance = sigmoid(chunk.blended[kept]), sigmoid(lexical)
     by_interest = kept[np.repeat(np.arange(len(rows)), counts)]  # each interest row: its subscriber's papers
     raw, logit = chunk.raw[by_interest], chunk.logit[by_interest]
     z = chunk.z[by_interest] if chunk.z is not None else None
     interest_ends = np.cumsum(np.repeat(sizes, counts)).tolist()
     learned = chunk.learned[kept[list(shares)]] if shares else None
     model_ends = dict(zip(shares, np.cumsum(sizes[list(shares)]).tolist(), strict=True))
-    refs = run.plan.refs.tolist()
+    refs = run.plan.refs[lo:lo + len(by_interest)].tolist()
     for n, (r, a, count, size, end) in enumerate(zip(rows.tolist(), first.tolist(), counts.tolist(),
                                                       sizes.tolist(), ends, strict=True)):
         at = slice(end - size, end)
         b = a + count
         block = slice(interest_ends[a] - size, interest_ends[b - 1])
         model = slice(model_ends[n] - size, model_ends[n]) if n in shares else None
-        out[r] = Scored(papers[at], run.plan.compiled[lo + a:lo + b], refs[lo + a:lo + b],
+        out[r] = Scored(papers[at], run.plan.compiled[lo + a:lo + b], refs[a:b],
                         raw[block].reshape(count, size), logit[block].reshape(count, size), run.settings,
                         dense=z[block].reshape(count, size) if z is not None else None,
                         model_logit=learned[model] if model is not None and learned is not None else None,
                         share=shares.get(n, 0.0), liked=signals.get(run.emails[r], Signals()).liked,
-                        derived=tuple(d[at] for d in derived))  # type: ignore[arg-type]
+                        derived=(which[at], lexical[at], relevance[at], lexical_relevance[at]))
 
 
 def prepare(pool: Pool, subscribers: Sequence[Subscriber], settings: SelectSettings) -> None:
