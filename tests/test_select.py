@@ -192,7 +192,17 @@ def test_many_units_at_once_equal_one_at_a_time(corpus):
     batch = Pool(POOL, corpus).index(3.0)
     batch.prepare(units)
     for unit in units:
-        assert np.allclose(batch.scores(unit), one.scores(unit))
+        assert np.array_equal(batch.scores(unit), one.scores(unit))  # to the last bit: digests must not differ
+
+
+def test_keywords_with_the_same_words_but_other_stems_are_other_units(corpus):
+    """"poses" and "POS" share their light-stemmed word but not their stems: the index scores each as itself."""
+    poses, pos = keyword_unit("poses"), keyword_unit("POS")
+    assert tokens("poses") == tokens("POS") and poses.key != pos.key
+    index = Pool(POOL, corpus).index(3.0)
+    index.prepare([pos])
+    fresh = Pool(POOL, corpus).index(3.0)
+    assert np.array_equal(index.scores(poses), fresh.scores(poses))
 
 
 def test_many_subscribers_at_once_agree_with_one_at_a_time(corpus):
@@ -215,3 +225,42 @@ def test_many_subscribers_at_once_agree_with_one_at_a_time(corpus):
         assert [pool.papers[i].store_id for i in top.papers[row][:n]] == [r.paper.store_id for r in one]
         assert np.allclose(top.scores[row][:n], [r.score for r in one], rtol=1e-4, atol=1e-6)
         assert list(top.passes[row][:n]) == [r.passes_floor for r in one]
+
+
+def test_hashed_columns_are_scikit_learns():
+    """Terms hash to the columns scikit-learn's FeatureHasher gives them (the shipped and cached statistics were
+    made with it), and the stop words and unit-length rows are scikit-learn's too."""
+    import random
+
+    from sklearn.feature_extraction import FeatureHasher
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+    from sklearn.preprocessing import normalize
+
+    from digest.select.corpus import unit_length
+    from digest.select.text import N_FEATURES, STOP_WORDS, count_matrix, hashed_columns, terms
+
+    hasher = FeatureHasher(N_FEATURES, input_type="string", alternate_sign=False)
+    texts = [f"{p.title}. {p.abstract}" for p in background_papers()]
+    rng = random.Random(0)
+    odd = ["", "a", "ab", "abc", "abcd", "abcde", "ü", "naïve Bayes", "日本語の論文", "x" * 101, "~stem", "kv cache",
+           *("".join(chr(rng.randint(1, 0x2FFF)) for _ in range(rng.randint(0, 30))) for _ in range(2000))]
+    vocabulary = list(dict.fromkeys(t for text in texts for t in terms(text))) + odd
+    assert np.array_equal(hashed_columns(vocabulary), hasher.transform([[t] for t in vocabulary]).indices)
+    for n in range(0, 200, 7):  # a few keys at a time go another way
+        assert np.array_equal(hashed_columns(odd[n:n + 7]), hasher.transform([[t] for t in odd[n:n + 7]]).indices)
+    ours, theirs = count_matrix([*texts, ""]), hasher.transform([terms(t) for t in [*texts, ""]])
+    assert np.array_equal(ours.indptr, theirs.indptr) and np.array_equal(ours.indices, theirs.indices)
+    assert np.array_equal(ours.data, theirs.data)
+    assert STOP_WORDS == ENGLISH_STOP_WORDS
+    rows = unit_length(ours)
+    expected = normalize(ours)
+    assert np.array_equal(rows.indices, expected.indices) and np.array_equal(rows.data, expected.data)
+
+
+def test_importing_the_selector_does_not_import_scikit_learn():
+    """scikit-learn takes most of a second to import: only learning a model from clicks needs it."""
+    import subprocess
+    import sys
+
+    code = "import sys, digest.select, digest.select.learn; print('sklearn' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"

@@ -1,22 +1,26 @@
 """Selection: score a pool of papers against a subscriber's profile, pick, group and explain.
 
-`Pool` analyses one day's papers once; `rank` orders them for one subscriber (with the parts of
-every score); `select_digest` turns the picks into a `Digest`; `select_many` does it for a batch of
-subscribers, finding each one's candidates with the vectorised `rank_many` first. The formula is in
-`rank.py`.
+The selector is one pass: profile → query units (`profile.py`), pool → index (`pool.py`),
+(query, index) → scores (`scores.py`, or `batch.py` for many subscribers at once), scores → picks →
+sections (`rank.py`) → reasons (`explain.py`). `Pool` analyses one day's papers once; `rank` orders
+them for one subscriber (with the parts of every score); `select_digest` turns the picks into a
+`Digest`; `select_many` does it for a batch of subscribers, scoring the whole batch as matrix
+products and each digest's few dozen candidates only. The formula is in `rank.py`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import date
 
 from ..models import Digest, Item, Section, Subscriber
-from .batch import rank_many
+from .batch import candidates
 from .corpus import CorpusStats
 from .pool import Embedder, Pool
 from .profile import Signals
-from .rank import LIKED_SECTION, MMR_WINDOW, TRENDING_SECTION, Ranked, SelectSettings, rank
+from .rank import MMR_WINDOW, TRENDING_SECTION, Ranked, blocked_papers, rank, sections
+from .scores import LIKED_SECTION, Scored, Scores, SelectSettings
 from .text import tokens
 
 __all__ = ["LIKED_SECTION", "TRENDING_SECTION", "CorpusStats", "Embedder", "Pool", "Ranked", "SelectSettings",
@@ -37,9 +41,13 @@ def select_digest(pool: Pool, subscriber: Subscriber, *, day: date, settings: Se
     if signals is None:
         signals = Signals(received=frozenset(received))
     elif received:
-        signals = Signals(signals.received | frozenset(received), signals.liked, signals.disliked, signals.seeds)
-    picks = rank(pool, subscriber, day=day, settings=settings, signals=signals, parts=False)
-    return Digest(subscriber, day, group(picks), trending=not subscriber.interests)
+        signals = replace(signals, received=signals.received | frozenset(received))
+    if not subscriber.interests:
+        return Digest(subscriber, day, group(rank(pool, subscriber, day=day, settings=settings, signals=signals)),
+                      trending=True)
+    scores = Scores(pool, subscriber, settings, signals)
+    return Digest(subscriber, day, sections(pool, scores, subscriber, day=day, settings=settings,
+                                            blocked=blocked_papers(pool, subscriber, signals)))
 
 
 def candidate_window(wanted: int) -> int:
@@ -55,23 +63,24 @@ def select_many(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, set
                 signals: Mapping[str, Signals]) -> list[Digest]:
     """`select_digest` for a batch of subscribers, the same picks, the candidates found for all at once.
 
-    `rank_many` scores the pool for the whole batch as matrix products (seed papers, learned models,
-    the floor and what is blocked included) and keeps each subscriber's best `candidate_window`
-    papers; diversity, sections and reasons are then worked out per digest on those candidates only.
+    `batch.candidates` scores the pool for the whole batch as matrix products (seed papers, learned
+    models, the floor and what is blocked included) and keeps each subscriber's best `candidate_window`
+    papers with their scores; diversity, sections and reasons are then worked out per digest on those
+    candidates only.
     """
     ranked = [s for s in subscribers if s.interests]
-    if settings.semantic_weight and pool.embedder is not None:
-        top = None  # embeddings are not in the batch product: each digest ranks the whole pool
-    else:
-        wanted = max((s.max_papers for s in ranked), default=1)
-        top = rank_many(pool, ranked, day=day, settings=settings, k=candidate_window(wanted), signals=signals,
-                        ties=True)
-    row = {s.email: n for n, s in enumerate(ranked)}
+    found: dict[str, Scored] = {}
+    if ranked and not (settings.semantic_weight and pool.embedder is not None):
+        # (sentence embeddings are not in the batch product: with them each digest ranks the whole pool)
+        wanted = max(s.max_papers for s in ranked)
+        scored = candidates(pool, ranked, day=day, settings=settings, k=candidate_window(wanted), signals=signals)
+        found = {s.email: c for s, c in zip(ranked, scored, strict=True) if c is not None}
     out = []
     for subscriber in subscribers:
-        sig = signals.get(subscriber.email, Signals())
-        within = top.candidates[row[subscriber.email]] if top is not None and subscriber.email in row else None
-        picks = rank(pool, subscriber, day=day, settings=settings, signals=sig, parts=False,
-                     within=within)  # type: ignore[arg-type]
-        out.append(Digest(subscriber, day, group(picks), trending=not subscriber.interests))
+        if subscriber.email in found:
+            out.append(Digest(subscriber, day, sections(pool, found[subscriber.email], subscriber, day=day,
+                                                        settings=settings)))
+        else:
+            out.append(select_digest(pool, subscriber, day=day, settings=settings,
+                                     signals=signals.get(subscriber.email, Signals())))
     return out

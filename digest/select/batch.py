@@ -1,20 +1,22 @@
 """Ranking one pool for many subscribers at once, as sparse matrix products.
 
-    raw      = (W · K) · A                                   papers × interests, BM25 units
+    raw      = A · (K · Wᵀ)                                  interests × papers, BM25 units
     logit    = max over each subscriber's interests of calibrate(raw, unit, weight)
     logit'   = (1 - s) × logit + s × (W_unit · M + b)         for subscribers with a learned model
     score    = sigmoid(logit' + log boost), blocked and below-floor papers at -inf
 
 W is the pool's BM25F matrix (papers × terms), K holds every distinct keyword, description and seed
-centroid of every subscriber as a column (terms × units), A maps units to interests with their
-coefficients (units × interests), W_unit is W with unit-length rows and M holds the learned models'
-weights (terms × subscribers). W · K is computed once; the rest a chunk of subscribers at a time so
-memory stays bounded, and the best `k` papers per subscriber are found with `argpartition` over the
-whole chunk. No Python loop runs per (subscriber, paper) pair.
+centroid as a row (units × terms: the pool's `Index` scores each unit once and keeps K · Wᵀ for the
+whole run), A maps interests to their units with their coefficients (interests × units), W_unit is W
+with unit-length rows and M holds the learned models' weights (terms × subscribers). The rest is done
+a chunk of subscribers at a time so memory stays bounded, and the best `k` papers per subscriber are
+found with `argpartition` over the whole chunk. No Python loop runs per (subscriber, paper) pair.
 
-This is the candidate generation of a send run (`select_many`): diversity and reasons are applied
-per digest by `rank`, on the candidates this returns, which give the same picks as ranking the
-whole pool for each subscriber.
+`rank_many` returns each subscriber's top k (the scale benchmark). `candidates` is the candidate
+generation of a send run (`select_many`): each subscriber's scores (`Scored`) on their best few dozen
+eligible papers, interest by interest in float64 as `Scores` computes them for the whole pool, so
+that diversity, sections and reasons, worked out per digest on those candidates only, give the same
+digest as ranking the whole pool for that subscriber alone.
 """
 
 from __future__ import annotations
@@ -26,85 +28,70 @@ from datetime import date
 import numpy as np
 import scipy.sparse as sp
 
-from ..models import Interest, Paper, Subscriber
+from ..models import Subscriber
 from .learn import DENSE_DIM, FeedbackModel, standardised
-from .pool import Index, Pool, Unit
-from .profile import Signals, compile_interest, description_unit, keyword_unit, seed_papers, unit_reference
-from .rank import NO_MATCH, SelectSettings, blocked_papers, boost, calibration, feedback_model
+from .pool import Index, Pool
+from .profile import CompiledInterest, Part, Signals, compile_interest, mean_reference, unit_reference
+from .rank import blocked_indices, boost
+from .scores import NO_MATCH, Scored, SelectSettings, calibrate, calibration, feedback_model, sigmoid
 from .text import N_FEATURES
 
-TIE_MARGIN = 1e-3  # candidates within this many log-odds of the k-th are kept too (float32 against float64)
+TIE_MARGIN = 1e-3  # log-odds: candidates this close to the k-th, or to the floor, are kept too (rounding)
+DETAIL_CHUNK = 1000  # subscribers per chunk when every interest's scores are kept (`candidates`)
 
 
 @dataclass(frozen=True)
 class TopK:
-    """Per subscriber (rows), the best papers' pool indices, their scores, and whether they pass the floor.
-
-    `candidates` (with `ties=True`): per subscriber, every eligible paper scoring at least the k-th
-    best less TIE_MARGIN, so that ties and rounding cannot leave one out.
-    """
+    """Per subscriber (rows), the best papers' pool indices, their scores, and whether they pass the floor."""
 
     papers: np.ndarray
     scores: np.ndarray
     passes: np.ndarray
-    candidates: list[np.ndarray] | None = None
 
 
 class _Plan:
-    """Distinct query units, the sparse map from units to interests, each interest's unit and weight."""
+    """Every interest of the subscribers compiled, its units' rows in the index, its unit and weight."""
 
-    def __init__(self, subscribers: Sequence[Subscriber], settings: SelectSettings, index: Index | None = None,
+    def __init__(self, subscribers: Sequence[Subscriber], settings: SelectSettings, index: Index,
                  signals: Mapping[str, Signals] | None = None) -> None:
-        self.units: list[Unit] = []
-        self._ids: dict[str, int] = {}
-        rows: list[int] = []
-        cols: list[int] = []
-        vals: list[float] = []
-        weights: list[float] = []
-        self.interests: list[tuple[Interest, tuple[Paper, ...]]] = []  # for the dense queries
+        self.compiled: list[CompiledInterest] = []
         self.first_interest = np.zeros(len(subscribers) + 1, dtype=np.int64)
-        unit_refs: list[float] = []  # each distinct unit's reference (`profile.unit_reference`)
-        idf = index.corpus.idf() if index is not None else None
-        n = 0
+        units, coefs, indptr, refs, weights = [], [], [0], [], []
+        idf = index.corpus.idf()
         for s, subscriber in enumerate(subscribers):
-            self.first_interest[s] = n
+            self.first_interest[s] = len(self.compiled)
             seeds = signals[subscriber.email].seeds if signals and subscriber.email in signals else {}
             for interest in subscriber.interests:
-                for unit, coef, kind in self._parts(interest, settings, index, seeds):
-                    known = len(self.units)
-                    rows.append(self._id(unit))
-                    if len(self.units) > known:
-                        unit_refs.append(1.0 if idf is None else unit_reference(unit, kind, idf))
-                    cols.append(n)
-                    vals.append(coef)
-                self.interests.append((interest, seed_papers(interest, seeds) if interest.seed_papers else ()))
+                compiled = compile_interest(interest, index, seeds, description_weight=settings.description_weight,
+                                            seed_weight=settings.seed_weight)
+                self.compiled.append(compiled)
+                units += [part.unit for part in compiled.parts]
+                coefs += [part.coef for part in compiled.parts]
+                indptr.append(len(units))
+                # the same arithmetic as `profile.reference`, each unit's reference computed once per pool
+                refs.append(mean_reference([part.coef * _reference(index, part, idf) for part in compiled.parts]))
                 weights.append(interest.weight)
-                n += 1
-        self.first_interest[len(subscribers)] = n
-        self.map = sp.csr_matrix((vals, (rows, cols)), shape=(len(self.units), n), dtype=np.float64)
-        # an interest's unit: the mean of coef × reference over its parts that have one (`profile.mean_reference`)
-        refs = np.array(unit_refs, dtype=np.float64)
-        total = np.asarray(self.map.T @ refs).ravel()
-        count = np.asarray((self.map != 0).astype(np.float64).T @ (refs > 0)).ravel()
-        self.refs = np.where(count > 0, total / np.maximum(count, 1), 1.0)
-        self.log_weights = np.log(np.array(weights, dtype=np.float64))
+        self.first_interest[len(subscribers)] = len(self.compiled)
+        rows = index.unit_rows(units)
+        # interests × units, each interest's parts in their order (not summed or sorted): the products
+        # below add an interest's parts in the order `scores.lexical_scores` does
+        self.map = sp.csr_matrix((np.array(coefs, dtype=np.float64), rows, np.array(indptr)),
+                                 shape=(len(self.compiled), len(index.unit_scores)))
+        self.refs = np.array(refs, dtype=np.float64)
+        self.weights = np.array(weights, dtype=np.float64)
 
-    @staticmethod
-    def _parts(interest, settings, index, seeds) -> list[tuple[Unit, float, str]]:  # type: ignore[no-untyped-def]
-        if index is None or not interest.seed_papers:  # no store papers to find seeds in: words only
-            parts = [(keyword_unit(k), 1.0, "keyword") for k in interest.keywords]
-            if interest.description:
-                parts.append((description_unit(interest.description)[0], settings.description_weight, "description"))
-            return parts
-        compiled = compile_interest(interest, index, seeds, description_weight=settings.description_weight,
-                                    seed_weight=settings.seed_weight)
-        return [(p.unit, p.coef, p.kind) for p in compiled.parts]
+    def raw(self, index: Index, lo: int, hi: int, factor: np.ndarray | None = None) -> np.ndarray:
+        """Interests lo..hi's raw scores of every paper (interests × papers), each scaled by `factor`."""
+        rows = self.map[lo:hi] if factor is None else sp.diags(factor) @ self.map[lo:hi]
+        return np.asarray(rows @ index.unit_scores[: self.map.shape[1]])
 
-    def _id(self, unit: Unit) -> int:
-        if unit.key not in self._ids:
-            self._ids[unit.key] = len(self.units)
-            self.units.append(unit)
-        return self._ids[unit.key]
+
+def _reference(index: Index, part: Part, idf: np.ndarray) -> float:
+    key = ("reference", part.unit.key, part.kind)
+    found = index.memo.get(key)
+    if found is None:
+        found = index.memo[key] = unit_reference(part.unit, part.kind, idf)
+    return found  # type: ignore[no-any-return]
 
 
 @dataclass
@@ -112,42 +99,59 @@ class _Run:
     """What every chunk of one ranking shares."""
 
     plan: _Plan
+    pool: Pool
     index: Index
-    unit_scores: np.ndarray
-    boost: np.ndarray
+    log_boost: np.ndarray
     settings: SelectSettings
     models: list[FeedbackModel | None]
     blocked: list[np.ndarray]
-    ties: bool
-    pool: Pool | None = None  # with dense similarity on: the pool whose embeddings join the logit
+    dense: bool  # dense similarity joins the logit
+    emails: list[str]
 
 
-def rank_many(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, settings: SelectSettings,
-              k: int = 10, chunk: int = 5000, signals: Mapping[str, Signals] | None = None,
-              ties: bool = False) -> TopK:
-    """The best `k` eligible papers of the pool for every subscriber with interests, by matrix products.
-
-    With `signals`, seed papers and learned models count, and received, disliked and excluded papers
-    are left out, as `rank` does; `ties=True` also returns every candidate within TIE_MARGIN of the k-th.
-    """
+def _run(pool: Pool, subscribers: Sequence[Subscriber], day: date, settings: SelectSettings,
+         signals: Mapping[str, Signals] | None) -> _Run:
     index = pool.index(settings.title_weight)
     plan = _Plan(subscribers, settings, index, signals)
-    unit_scores = np.asarray((index.matrix @ index.query_matrix(plan.units)).toarray(), dtype=np.float64)
     models: list[FeedbackModel | None] = [None] * len(subscribers)
     blocked: list[np.ndarray] = [np.zeros(0, dtype=np.int64)] * len(subscribers)
     if signals is not None:
         for n, sub in enumerate(subscribers):
             if sub.interests and sub.email in signals:
                 models[n] = feedback_model(pool, sub, signals[sub.email], settings)
-                blocked[n] = np.flatnonzero(blocked_papers(pool, sub, signals[sub.email]))
-    dense = pool if settings.dense_weight and pool.dense is not None else None
-    run = _Run(plan, index, unit_scores, boost(pool, day, settings), settings, models, blocked, ties, dense)
+                blocked[n] = blocked_indices(pool, sub, signals[sub.email])
+    dense = bool(settings.dense_weight) and pool.dense is not None
+    return _Run(plan, pool, index, np.log(boost(pool, day, settings)), settings, models, blocked, dense,
+                [s.email for s in subscribers])
+
+
+def rank_many(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, settings: SelectSettings,
+              k: int = 10, chunk: int = 5000, signals: Mapping[str, Signals] | None = None) -> TopK:
+    """The best `k` papers of the pool for every subscriber with interests, by matrix products.
+
+    With `signals`, seed papers and learned models count, and received, disliked and excluded papers
+    are left out, as `rank` does.
+    """
+    run = _run(pool, subscribers, day, settings, signals)
     k = min(k, len(pool))
     out = TopK(np.zeros((len(subscribers), k), dtype=np.int64), np.zeros((len(subscribers), k), np.float32),
-               np.zeros((len(subscribers), k), dtype=bool),
-               [np.zeros(0, dtype=np.int64)] * len(subscribers) if ties else None)
+               np.zeros((len(subscribers), k), dtype=bool))
     for start in range(0, len(subscribers), chunk):
-        _chunk(run, start, min(start + chunk, len(subscribers)), out)
+        _top_chunk(run, start, min(start + chunk, len(subscribers)), out)
+    return out
+
+
+def candidates(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, settings: SelectSettings, k: int,
+               signals: Mapping[str, Signals], chunk: int = DETAIL_CHUNK) -> list[Scored | None]:
+    """Per subscriber, their scores on their best `k` eligible papers (None without interests).
+
+    Eligible: not blocked, relevance at least `min_relevance`. Papers within TIE_MARGIN of the k-th
+    best, or of the floor, are kept too, so that rounding cannot leave out a paper `rank` would pick.
+    """
+    run = _run(pool, subscribers, day, settings, signals)
+    out: list[Scored | None] = [None] * len(subscribers)
+    for start in range(0, len(subscribers), chunk):
+        _candidate_chunk(run, start, min(start + chunk, len(subscribers)), min(k, len(pool)), signals, out)
     return out
 
 
@@ -174,53 +178,98 @@ def _model_logits(index: Index, models: Sequence[FeedbackModel], dense: np.ndarr
     return standardised(out)
 
 
-def _best_logits(run: _Run, lo: int, hi: int, first: np.ndarray) -> np.ndarray:
-    """Each subscriber's best calibrated log-odds over their interests (subscribers × papers, float32)."""
-    plan = run.plan
-    a, b = calibration(run.pool is not None)
-    if run.pool is None:
-        # log is monotone: scale each interest's raw scores by weight^(1/b) / unit, take the best interest,
-        # and calibrate once per (subscriber, paper) instead of once per (interest, paper)
-        factor = np.exp(plan.log_weights[lo:hi] / b) / plan.refs[lo:hi]
-        raw = np.asarray((plan.map[:, lo:hi] @ sp.diags(factor)).T @ run.unit_scores.T, dtype=np.float32)
-        best = np.maximum.reduceat(raw, first, axis=0)
-        with np.errstate(divide="ignore"):
-            return np.maximum(a + b * np.log(np.maximum(best, 0.0)), NO_MATCH).astype(np.float32)
-    raw = np.asarray(plan.map[:, lo:hi].T @ run.unit_scores.T)  # (interests × papers), dense
+def _best(values: np.ndarray, first: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Each subscriber's best value over their interests' rows (first row, count)."""
+    return _best_interest(values, first, counts)[0]
+
+
+def _best_interest(values: np.ndarray, first: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each subscriber's best value over their interests' rows (first row, count), and which interest gives it
+    (the first on ties, as argmax): an interest slot at a time (np.maximum.reduceat is several times slower)."""
+    best = values[first]
+    which = np.zeros(best.shape, dtype=np.int64)
+    for j in range(1, int(counts.max(initial=1))):
+        more = np.flatnonzero(counts > j)
+        candidate = values[first[more] + j]
+        better = candidate > best[more]
+        best[more] = np.where(better, candidate, best[more])
+        which[more] = np.where(better, j, which[more])
+    return best, which
+
+
+def _fast_best(run: _Run, lo: int, hi: int, first: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Each subscriber's best calibrated log-odds over their interests, without dense similarity (float32).
+
+    log is monotone: each interest's raw scores are scaled by weight^(1/b) / unit, the best interest
+    taken, and calibrated once per (subscriber, paper) instead of once per (interest, paper).
+    """
+    a, b = calibration(False)
+    factor = np.exp(np.log(run.plan.weights[lo:hi]) / b) / run.plan.refs[lo:hi]
+    best = _best(run.plan.raw(run.index, lo, hi, factor).astype(np.float32), first, counts)
     with np.errstate(divide="ignore"):
-        logit = a + b * np.log(np.maximum(raw, 0.0) / plan.refs[lo:hi, None])
-    logit = np.maximum(logit + plan.log_weights[lo:hi, None], NO_MATCH)
-    queries = np.vstack([run.pool.dense_query(i, seeds) for i, seeds in plan.interests[lo:hi]])
-    logit += run.settings.dense_weight * run.pool.dense_z(queries).T
-    return np.maximum.reduceat(logit, first, axis=0).astype(np.float32)
+        return np.maximum(a + b * np.log(np.maximum(best, 0.0)), NO_MATCH).astype(np.float32)
 
 
-def _chunk(run: _Run, start: int, end: int, out: TopK) -> None:
-    """Score subscribers start..end: interests as rows, the best interest per subscriber, top k.
+def _interest_logits(run: _Run, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Interests lo..hi's raw scores, calibrated log-odds and dense z-scores (interests × papers, float64),
+    computed as `Scores` computes them."""
+    plan = run.plan
+    raw = plan.raw(run.index, lo, hi)
+    logit = calibrate(raw, plan.refs[lo:hi, None], plan.weights[lo:hi, None], run.dense)
+    z = None
+    if run.dense:
+        z = run.pool.dense_z(run.pool.dense_queries([(c.interest, c.seed_papers) for c in plan.compiled[lo:hi]]))
+        logit = logit + run.settings.dense_weight * z
+    return raw, logit, z
+
+
+def _learned(run: _Run, rows: np.ndarray, best: np.ndarray) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """Blend the learned models into the subscribers' best log-odds (in place); which rows have one,
+    their shares and their models' log-odds (rows × papers)."""
+    found = [run.models[r] for r in rows.tolist()]  # (a list indexed by numpy integers is slow)
+    with_model = [n for n, m in enumerate(found) if m is not None]
+    if not with_model:
+        return [], np.zeros(0), np.zeros((0, best.shape[1]))
+    models = [found[n] for n in with_model]
+    share = np.array([m.clicks / (m.clicks + run.settings.feedback_clicks) for m in models])  # type: ignore[union-attr]
+    learned = _model_logits(run.index, models, run.pool.dense_papers() if run.dense else None).T  # type: ignore[arg-type]
+    best[with_model] = (1 - share[:, None]) * best[with_model] + share[:, None] * learned
+    return with_model, share, learned
+
+
+def _floor(settings: SelectSettings) -> float:
+    """min_relevance as log-odds."""
+    level = settings.min_relevance
+    if 0 < level < 1:
+        return float(np.log(level) - np.log1p(-level))
+    return -np.inf if level <= 0 else np.inf
+
+
+def _chunk_rows(run: _Run, start: int, end: int) -> tuple[int, int, np.ndarray, np.ndarray, np.ndarray]:
+    """The chunk's interests lo..hi; for each subscriber with interests, their first interest (from lo),
+    how many they have, and their row."""
+    first_interest = run.plan.first_interest
+    lo, hi = int(first_interest[start]), int(first_interest[end])
+    counts = np.diff(first_interest[start:end + 1])
+    has = counts > 0  # subscribers without interests get nothing here
+    return lo, hi, first_interest[start:end][has] - lo, counts[has], np.arange(start, end)[has]
+
+
+def _top_chunk(run: _Run, start: int, end: int, out: TopK) -> None:
+    """Score subscribers start..end and keep their top k.
 
     Papers are ordered by log-odds + log(boost), the same order as the boosted probability `rank`
     uses; probabilities are computed for the picks only.
     """
-    plan = run.plan
-    lo, hi = plan.first_interest[start], plan.first_interest[end]
+    lo, hi, first, counts, rows = _chunk_rows(run, start, end)
     if hi == lo:
         return
-    first = plan.first_interest[start:end] - lo
-    has = np.diff(plan.first_interest[start:end + 1]) > 0  # subscribers without interests get none here
-    rows = np.arange(start, end)[has]
-    best = _best_logits(run, lo, hi, first[has])
-    with_model = [n for n, r in enumerate(rows) if run.models[r] is not None]
-    if with_model:
-        models = [run.models[rows[n]] for n in with_model]
-        share = np.array([m.clicks / (m.clicks + run.settings.feedback_clicks) for m in models])  # type: ignore[union-attr]
-        dense = run.pool.dense_papers() if run.pool is not None else None
-        learned = _model_logits(run.index, models, dense).T  # type: ignore[arg-type]
-        best[with_model] = (1 - share[:, None]) * best[with_model] + share[:, None] * learned
-    floor = float(np.log(run.settings.min_relevance) - np.log1p(-run.settings.min_relevance)) \
-        if 0 < run.settings.min_relevance < 1 else (-np.inf if run.settings.min_relevance <= 0 else np.inf)
-    key = best + np.log(run.boost).astype(np.float32)[None, :]
-    if run.ties:  # candidates for a digest: only papers that pass the floor
-        key[best < floor] = -np.inf
+    if run.dense:
+        best = _best(_interest_logits(run, lo, hi)[1], first, counts).astype(np.float32)
+    else:
+        best = _fast_best(run, lo, hi, first, counts)
+    _learned(run, rows, best)
+    key = best + run.log_boost.astype(np.float32)[None, :]
     for n, r in enumerate(rows):
         if len(run.blocked[r]):
             key[n, run.blocked[r]] = -np.inf
@@ -230,15 +279,84 @@ def _chunk(run: _Run, start: int, end: int, out: TopK) -> None:
     picked = np.take_along_axis(top, order, axis=1)
     out.papers[rows] = picked
     out.scores[rows] = 1.0 / (1.0 + np.exp(-np.take_along_axis(key, picked, axis=1)))
-    out.passes[rows] = np.take_along_axis(best, picked, axis=1) >= floor
-    if out.candidates is not None:
-        kth = key[np.arange(len(rows)), picked[:, -1]]
-        cutoff = np.where(np.isfinite(kth), kth - TIE_MARGIN, -np.inf)
-        for n, r in enumerate(rows):
-            out.candidates[r] = np.flatnonzero((key[n] >= cutoff[n]) & np.isfinite(key[n]))
+    out.passes[rows] = np.take_along_axis(best, picked, axis=1) >= _floor(run.settings)
+
+
+def _candidate_chunk(run: _Run, start: int, end: int, k: int, signals: Mapping[str, Signals],
+                     out: list[Scored | None]) -> None:
+    """Subscribers start..end's candidates, with every interest's scores on them."""
+    lo, hi, first, counts, rows = _chunk_rows(run, start, end)
+    if hi == lo:
+        return
+    raw, logit, z = _interest_logits(run, lo, hi)
+    best, which = _best_interest(logit, first, counts)
+    lexical = best.copy()
+    with_model, share, learned = _learned(run, rows, best)
+    key = best + run.log_boost[None, :]
+    floor = _floor(run.settings)
+    # The k-th best is taken among papers surely above the floor; papers near it stay candidates, and
+    # the digest applies the floor exactly (on the relevance, as `rank` does).
+    sure = np.where(best >= floor + TIE_MARGIN, key, -np.inf)
+    near = np.where(best >= floor - TIE_MARGIN, key, -np.inf)
+    for n, r in enumerate(rows.tolist()):
+        if len(run.blocked[r]):
+            sure[n, run.blocked[r]] = -np.inf
+            near[n, run.blocked[r]] = -np.inf
+    kth = -np.partition(-sure, k - 1, axis=1)[:, k - 1] if k else np.full(len(rows), np.inf)
+    cutoff = np.where(np.isfinite(kth), kth - TIE_MARGIN, -np.inf)
+    kept = (near >= cutoff[:, None]) & np.isfinite(near)
+    _scored(run, lo, rows, first, counts, kept, _Kept(raw, logit, z, lexical, best, which, learned),
+            dict(zip(with_model, share.tolist(), strict=True)), signals, out)
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """A chunk's scores (interests × papers, or subscribers × papers), of which each subscriber keeps some papers."""
+
+    raw: np.ndarray
+    logit: np.ndarray
+    z: np.ndarray | None
+    lexical: np.ndarray  # each subscriber's best interest's log-odds
+    blended: np.ndarray  # ... with the learned model blended in
+    which: np.ndarray  # which of their interests is the best
+    learned: np.ndarray  # the learned models' log-odds (subscribers with a model × papers)
+
+
+def _scored(run: _Run, lo: int, rows: np.ndarray, first: np.ndarray, counts: np.ndarray, kept: np.ndarray,
+            chunk: _Kept, shares: dict[int, float], signals: Mapping[str, Signals], out: list[Scored | None]) -> None:
+    """Each subscriber's `Scored` on the papers `kept` marks (subscribers × papers).
+
+    What every digest needs is taken for the whole chunk at once, row by row (boolean indexing reads
+    row-major), and each subscriber gets slices of it: their papers, and their interests' rows, reshaped.
+    The relevance is computed here with the same arithmetic as `Scored` would, so it is the same.
+    """
+    sizes = np.count_nonzero(kept, axis=1)
+    ends = np.cumsum(sizes).tolist()
+    papers = np.nonzero(kept)[1]
+    which, lexical = chunk.which[kept], chunk.lexical[kept]
+    relevance, lexical_relevance = sigmoid(chunk.blended[kept]), sigmoid(lexical)
+    by_interest = kept[np.repeat(np.arange(len(rows)), counts)]  # each interest row: its subscriber's papers
+    raw, logit = chunk.raw[by_interest], chunk.logit[by_interest]
+    z = chunk.z[by_interest] if chunk.z is not None else None
+    interest_ends = np.cumsum(np.repeat(sizes, counts)).tolist()
+    learned = chunk.learned[kept[list(shares)]] if shares else None
+    model_ends = dict(zip(shares, np.cumsum(sizes[list(shares)]).tolist(), strict=True))
+    refs = run.plan.refs[lo:lo + len(by_interest)].tolist()
+    for n, (r, a, count, size, end) in enumerate(zip(rows.tolist(), first.tolist(), counts.tolist(),
+                                                      sizes.tolist(), ends, strict=True)):
+        at = slice(end - size, end)
+        b = a + count
+        block = slice(interest_ends[a] - size, interest_ends[b - 1])
+        model = slice(model_ends[n] - size, model_ends[n]) if n in shares else None
+        out[r] = Scored(papers[at], run.plan.compiled[lo + a:lo + b], refs[a:b],
+                        raw[block].reshape(count, size), logit[block].reshape(count, size), run.settings,
+                        dense=z[block].reshape(count, size) if z is not None else None,
+                        model_logit=learned[model] if model is not None and learned is not None else None,
+                        share=shares.get(n, 0.0), liked=signals.get(run.emails[r], Signals()).liked,
+                        derived=(which[at], lexical[at], relevance[at], lexical_relevance[at]))
 
 
 def prepare(pool: Pool, subscribers: Sequence[Subscriber], settings: SelectSettings) -> None:
-    """Score every keyword and description of a send run's subscribers in one sparse product, up front."""
-    plan = _Plan(subscribers, settings)
-    pool.index(settings.title_weight).prepare(plan.units)
+    """Score every keyword, description and seed centroid of a send run's subscribers in one sparse product,
+    up front."""
+    _Plan(subscribers, settings, pool.index(settings.title_weight))

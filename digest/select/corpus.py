@@ -170,3 +170,14 @@ def bm25_weights(fields: Fields, stats: CorpusStats, title_weight: float) -> sp.
 
 def _row_sums(matrix: sp.csr_matrix) -> np.ndarray:
     return np.asarray(matrix.sum(axis=1), dtype=np.float64).ravel()
+
+
+def unit_length(matrix: sp.csr_matrix) -> sp.csr_matrix:
+    """The rows scaled to unit Euclidean length (rows of zeros stay zero): scikit-learn's `normalize`,
+    to the last bit (squares summed in row order, then divided), without importing scikit-learn."""
+    matrix = sp.csr_matrix(matrix, dtype=np.float64, copy=True)
+    squares = sp.csr_matrix((matrix.data * matrix.data, matrix.indices, matrix.indptr), shape=matrix.shape)
+    norms = np.sqrt(squares @ np.ones(matrix.shape[1]))
+    norms[norms == 0] = 1.0
+    matrix.data /= np.repeat(norms, np.diff(matrix.indptr))
+    return matrix

@@ -4,7 +4,9 @@ The package `wordllama` ships its 256-dimension "l2_supercat" token embeddings a
 the wheel; they are loaded from the package folder with downloads disabled, so nothing is fetched at
 run time. A text's embedding is the pooled embedding of its tokens (about a thousand papers a second
 on one core here). A paper's embedding is computed once and kept in the store, keyed by the paper
-and MODEL_NAME; an interest's (its name, keywords and description) once per run.
+and MODEL_NAME; so is an interest's (its name, keywords and description), keyed by a hash of its
+text, so that a daily run reads its subscribers' interests back instead of embedding them again, and
+a process keeps the last MEMO_TEXTS it used.
 
 How it enters the relevance: each interest's cosine similarities over the pool are standardised
 (z-scores over the pool) and `select.dense_weight` × z is added to the interest's calibrated log-odds
@@ -13,6 +15,7 @@ How it enters the relevance: each interest's cosine similarities over the pool a
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,6 +31,7 @@ if TYPE_CHECKING:
 MODEL_NAME = "wordllama-l2-supercat-256"
 BATCH = 256
 DIM = 256
+MEMO_TEXTS = 50_000  # query texts' embeddings a process keeps in memory (1 kB each)
 
 
 def load_model() -> Any:
@@ -44,6 +48,11 @@ def load_model() -> Any:
 
 def paper_text(paper: Paper) -> str:
     return f"{paper.title}. {paper.abstract}"
+
+
+def text_key(text: str) -> str:
+    """A query text's key in the store's embeddings table (beside the papers' keys, which have no `text:`)."""
+    return "text:" + hashlib.sha256(text.encode()).hexdigest()[:40]
 
 
 class DenseEmbedder:
@@ -67,11 +76,26 @@ class DenseEmbedder:
         return np.vstack(out) if out else np.zeros((0, DIM), dtype=np.float32)
 
     def texts(self, texts: Sequence[str]) -> np.ndarray:
-        """Embeddings of query texts (an interest's words)."""
-        missing = [t for t in dict.fromkeys(texts) if t not in self._texts]
+        """Embeddings of query texts (an interest's words): from memory, else the store, else computed (and stored)."""
+        found = {t: self._texts[t] for t in dict.fromkeys(texts) if t in self._texts}
+        missing = [t for t in dict.fromkeys(texts) if t not in found]
+        if missing and self.store is not None:
+            keys = {text_key(t): t for t in missing}
+            found.update((keys[k], v) for k, v in self.store.embeddings(list(keys), MODEL_NAME).items())
+            missing = [t for t in missing if t not in found]
         if missing:
-            self._texts.update(zip(missing, self._encode(missing), strict=True))
-        return np.vstack([self._texts[t] for t in texts])
+            computed = dict(zip(missing, self._encode(missing), strict=True))
+            if self.store is not None:
+                self.store.put_embeddings({text_key(t): v for t, v in computed.items()}, MODEL_NAME)
+            found.update(computed)
+        for text, vector in found.items():
+            self._texts.pop(text, None)  # most recently used last
+            self._texts[text] = vector
+        while len(self._texts) > MEMO_TEXTS:
+            del self._texts[next(iter(self._texts))]
+        if not texts:
+            return np.zeros((0, DIM), dtype=np.float32)
+        return np.vstack([found[t] for t in texts])
 
     def papers(self, papers: Sequence[Paper]) -> np.ndarray:
         """Embeddings of papers: from memory, else the store, else computed (and stored)."""

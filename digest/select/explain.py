@@ -8,16 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..models import Paper
+from .pool import Index, Pool
 from .profile import Part, papers_unit
+from .scores import Scored
 from .text import bigrams, columns, surface_forms, tokens
-
-if TYPE_CHECKING:
-    from .rank import Scores
 
 MENTION_SHARE = 0.15  # a seed paper or semantic match is named when it gives this share of the raw score
 LIFT = 0.5  # a liked paper is named when the learned model lifts the log-odds by this much
@@ -37,77 +35,85 @@ def _phrase(keyword: str) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
 
 
 class Explainer:
-    """Score parts and reasons for the papers of one subscriber's ranking."""
+    """Score parts and reasons for the picks of one subscriber's ranking (positions in their `Scored`)."""
 
-    def __init__(self, scores: Scores, picks: Sequence[int]) -> None:
-        self.scores = scores
-        self.index = scores.index
-        self.column = {int(i): n for n, i in enumerate(picks)}
+    def __init__(self, pool: Pool, index: Index, scores: Scored, picks: Sequence[int]) -> None:
+        self.pool, self.index, self.scores = pool, index, scores
         self.picks = np.asarray(picks, dtype=np.int64)
-        self._keywords: dict[int, tuple[list[str], np.ndarray]] = {}
+        self.column = {int(j): n for n, j in enumerate(picks)}
+        # (per pick, as Python numbers: a digest reads them a few times each)
+        self._at: list[int] = scores.papers[self.picks].tolist()
+        self._best: list[int] = scores.best[self.picks].tolist()
+        self._keywords: dict[int, tuple[list[str], list[list[float]]]] = {}
 
-    def _keyword_values(self, n: int) -> tuple[list[str], np.ndarray]:
-        """Interest n's keywords and their scores on every pick (keywords × picks), one row per keyword."""
-        if n not in self._keywords:
-            parts = [p for p in self.scores.interests[n].parts if p.kind == "keyword"]
-            values = np.array([self.index.scores(p.unit)[self.picks] for p in parts])
-            values = values.reshape(len(parts), len(self.picks))
-            self._keywords[n] = [p.label for p in parts], values
-        return self._keywords[n]
+    def _strongest(self, n: int, j: int) -> list[str]:
+        """Interest n's keywords that pick j matches, strongest first (ties in the interest's order)."""
+        found = self._keywords.get(n)
+        if found is None:  # every pick at once: a digest's picks share their interests
+            found = self._keywords[n] = self._keyword_scores(n)
+        labels, values = found
+        hits = [(-v, k) for k, v in enumerate(values[self.column[j]]) if v > 0]
+        if len(hits) > 1:
+            hits.sort()  # by score, ties in the interest's order
+        return [labels[k] for _, k in hits]
 
-    def _part(self, part: Part, i: int) -> float:
-        return part.coef * float(self.index.scores(part.unit)[i])
+    def _keyword_scores(self, n: int) -> tuple[list[str], list[list[float]]]:
+        """Interest n's keywords, and their scores of each pick (picks × keywords)."""
+        parts = [p for p in self.scores.interests[n].parts if p.kind == "keyword"]
+        rows = self.index.unit_rows([p.unit for p in parts])
+        values = self.index.unit_scores[rows[:, None], self.scores.papers[self.picks][None, :]].T.tolist()
+        return [p.label for p in parts], values
 
-    def parts(self, i: int) -> dict[str, float]:
-        """Paper i's raw score split into keywords, description, seeds and semantic (BM25 units), the
+    def _part(self, part: Part, j: int) -> float:
+        return part.coef * float(self.index.scores(part.unit)[self.scores.papers[j]])
+
+    def parts(self, j: int) -> dict[str, float]:
+        """Pick j's raw score split into keywords, description, seeds and semantic (BM25 units), the
         interest's unit, the dense similarity's log-odds, the relevance before feedback, and the learned
         model's probability and share."""
         s = self.scores
-        n = int(s.best[i])
-        ci = s.interests[n]
+        n = int(s.best[j])
         out = dict.fromkeys(("keywords", "description", "seeds"), 0.0)
-        for part in ci.parts:
-            out[part.kind if part.kind != "keyword" else "keywords"] += self._part(part, i)
-        out["semantic"] = float(s.raw(n)[i]) - sum(out.values()) if s.semantic is not None else 0.0
+        for part in s.interests[n].parts:
+            out[part.kind if part.kind != "keyword" else "keywords"] += self._part(part, j)
+        out["semantic"] = float(s.raw(n)[j]) - sum(out.values()) if s.semantic is not None else 0.0
         out["unit"] = s.units[n]
-        out["dense"] = s.settings.dense_weight * float(s.dense[n][i]) if s.dense is not None else 0.0
-        out["lexical"] = float(s.lexical_relevance[i])
-        out["feedback"] = float(1 / (1 + np.exp(-s.model_logit[i]))) if s.model is not None else 0.0
+        out["dense"] = s.settings.dense_weight * float(s.dense[n][j]) if s.dense is not None else 0.0
+        out["lexical"] = float(s.lexical_relevance[j])
+        out["feedback"] = float(1 / (1 + np.exp(-s.model_logit[j]))) if s.model_logit is not None else 0.0
         out["feedback_share"] = s.share
         return {k: round(v, 4) for k, v in out.items()}
 
-    def reasons(self, i: int) -> tuple[str, ...]:
+    def reasons(self, j: int) -> tuple[str, ...]:
         """The matched keywords (strongest first), description words, and the papers it resembles."""
         s = self.scores
-        n = int(s.best[i])
+        c = self.column[j]
+        n, i = self._best[c], self._at[c]
         ci = s.interests[n]
-        raw = max(float(s.raw(n)[i]), 1e-9)
-        key = (ci.key, i)  # shared by every interest with these keywords
-        reasons = self.index.memo.get(key)
-        if reasons is None:
-            labels, values = self._keyword_values(int(s.best[i]))
-            column = values[:, self.column[i]]
-            strongest = [labels[k] for k in np.argsort(-column, kind="stable") if column[k] > 0]
-            reasons = self.index.memo[key] = list(dict.fromkeys(
-                term for label in strongest for term in self._as_matched(label, i)))
-        reasons = list(reasons)
+        strongest = self._strongest(n, j)
+        if len(strongest) == 1:  # (the common case; `_match` gives each word once)
+            reasons = list(self._as_matched(strongest[0], i))
+        else:
+            reasons = list(dict.fromkeys([term for label in strongest for term in self._as_matched(label, i)]))
         if ci.description_words:
             cols = np.array(list(ci.description_words), dtype=np.int64)
-            present = self.scores.pool.has_terms(i, cols)
-            reasons += list(dict.fromkeys(ci.description_words[int(c)] for c in cols[present]))
-        for part in ci.parts:
-            if part.kind == "seeds" and self._part(part, i) >= MENTION_SHARE * raw:
-                reasons.append(f"like seed “{_short(self._closest('seed:', ci.seed_papers, i).title)}”")
-        if s.semantic is not None:
-            semantic = float(s.raw(n)[i]) - float(s.lexical[n][i])
-            if semantic >= MENTION_SHARE * raw:
-                reasons.append(f"close in meaning ({float(s.semantic[n][i]):.2f})")
-        if s.liked and s.model is not None and s.share * (s.model_logit[i] - s.lexical_logit[i]) >= LIFT:
-            reasons.append(f"like “{_short(self._closest('liked1:', self._liked(), i).title)}”, marked more")
+            present = self.pool.has_terms(i, cols)
+            reasons += list(dict.fromkeys(ci.description_words[col] for col in cols[present].tolist()))
+        if ci.seed_papers or s.semantic is not None:
+            raw = max(float(s.raw(n)[j]), 1e-9)
+            for part in ci.parts:
+                if part.kind == "seeds" and self._part(part, j) >= MENTION_SHARE * raw:
+                    reasons.append(f"like seed “{_short(self._closest('seed:', ci.seed_papers, i).title)}”")
+            if s.semantic is not None:
+                semantic = float(s.raw(n)[j]) - float(s.lexical[n][j])
+                if semantic >= MENTION_SHARE * raw:
+                    reasons.append(f"close in meaning ({float(s.semantic[n][j]):.2f})")
+        if s.liked and s.model_logit is not None and s.share * (s.model_logit[j] - s.lexical_logit[j]) >= LIFT:
+            reasons.append(f"like “{_short(self._closest('liked1:', s.liked, i).title)}”, marked more")
         return tuple(reasons)
 
     def _as_matched(self, keyword: str, i: int) -> list[str]:
-        """The keyword when the paper has it (a phrase: all its word pairs), else the words of it the paper has."""
+        """The keyword when paper i has it (a phrase: all its word pairs), else the words of it the paper has."""
         key = ("matched", keyword, i)
         found = self.index.memo.get(key)
         if found is None:  # the same keyword and paper come up for many subscribers of a run
@@ -116,13 +122,10 @@ class Explainer:
 
     def _match(self, keyword: str, i: int) -> list[str]:
         shown, pairs, cols = _phrase(keyword)
-        if not len(pairs) or self.scores.pool.has_terms(i, pairs).all():
+        if not len(pairs) or self.pool.has_terms(i, pairs).all():
             return [keyword]
-        present = self.scores.pool.has_terms(i, cols)
-        return [word for word, hit in zip(shown, present, strict=True) if hit]
-
-    def _liked(self) -> Sequence[Paper]:
-        return self.scores.liked
+        present = self.pool.has_terms(i, cols)
+        return list(dict.fromkeys(word for word, hit in zip(shown, present, strict=True) if hit))  # once each
 
     def _closest(self, prefix: str, papers: Sequence[Paper], i: int) -> Paper:
         """Of several papers, the one whose own vector scores paper i highest."""

@@ -25,11 +25,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.linear_model import LogisticRegression
-from sklearn.preprocessing import normalize
 
 from ..models import Paper
-from .corpus import CorpusStats, Fields, bm25_weights
+from .corpus import CorpusStats, Fields, bm25_weights, unit_length
 from .pool import Embedder, Index
 from .text import N_FEATURES
 
@@ -104,7 +102,7 @@ def standardised(scores: np.ndarray) -> np.ndarray:
 def features(papers: Sequence[Paper], corpus: CorpusStats, title_weight: float,
              dense: Embedder | None = None) -> sp.csr_matrix:
     """Unit-length BM25F rows of the papers in the hashed term space, their dense embeddings after them."""
-    words = normalize(bm25_weights(Fields.of(papers), corpus, title_weight))
+    words = unit_length(bm25_weights(Fields.of(papers), corpus, title_weight))
     if dense is None or not papers:
         return words
     vectors = sp.csr_matrix(dense.papers(papers).astype(np.float64))
@@ -141,6 +139,8 @@ def fit_rows(positives: sp.csr_matrix, disliked: sp.csr_matrix | None, negatives
     weight[labels == 1] *= weight[labels == 0].sum() / n_pos  # balanced classes
     matrix = sp.vstack(parts).tocsc()
     used = np.flatnonzero(np.diff(matrix.indptr))  # only the columns these papers have
+    from sklearn.linear_model import LogisticRegression  # imported when a model is learned: it takes a second
+
     model = LogisticRegression(C=C, solver="liblinear", max_iter=500).fit(matrix[:, used], labels,
                                                                          sample_weight=weight)
     coef = model.coef_.ravel()

@@ -3,7 +3,8 @@
 Everything that does not depend on the subscriber is computed here, once per pool: the BM25F
 document-term matrix (restricted to the pool's own columns, so slicing it is cheap), unit-length
 rows for paper-to-paper similarity, each paper's trending and recency boost, and each query unit's
-scores (a keyword used by a thousand subscribers is scored once).
+scores (a keyword used by a thousand subscribers is scored once, kept as one row of a units × papers
+matrix that the batch ranking multiplies with).
 """
 
 from __future__ import annotations
@@ -16,14 +17,14 @@ from typing import Any, Protocol
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.preprocessing import normalize
 
 from ..models import Interest, Paper
-from .corpus import CorpusStats, Fields, background, bm25_weights
+from .corpus import CorpusStats, Fields, background, bm25_weights, unit_length
 from .text import N_FEATURES, bigrams, columns, tokens
 
 SIMILARITY_MATRIX_LIMIT = 3000  # pools up to this size keep every pair's similarity in memory
 MEMO_FLOATS = 25_000_000  # at most this many floats (200 MB) of per-interest scores are kept per pool
+DENSE_MEMO = 2000  # interests whose dense similarities over the pool a pool keeps (previews, one-by-one ranking)
 
 
 class Embedder(Protocol):
@@ -58,9 +59,11 @@ class Index:
         local = sp.csr_matrix((weights.data, np.searchsorted(self.cols, weights.indices), weights.indptr),
                               shape=(weights.shape[0], len(self.cols)))
         self.matrix = local.tocsc()
-        self.rows = normalize(local) if local.shape[0] else local  # unit rows: cosine similarity between papers
+        self.rows = unit_length(local)  # unit rows: cosine similarity between papers
         self.corpus, self.title_weight = corpus, title_weight
-        self._units: dict[str, np.ndarray] = {}
+        self._unit_row: dict[str, int] = {}  # unit key → its row of _unit_scores
+        self._unit_scores = np.zeros((0, weights.shape[0]))
+        self._n_units = 0
         self.memo: dict[Any, Any] = {}  # compiled interests and paper vectors, shared by subscribers
         self._vectors_left = MEMO_FLOATS // max(weights.shape[0], 1)
         self.zeros = np.zeros(weights.shape[0])
@@ -83,47 +86,65 @@ class Index:
 
     def local(self, cols: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Keep the terms the pool has, as local column numbers."""
-        pos = np.searchsorted(self.cols, cols)
-        pos[pos == len(self.cols)] = 0
-        found = self.cols[pos] == cols if len(self.cols) else np.zeros(len(cols), dtype=bool)
-        return pos[found], weights[found]
+        pos = self.lookup()[cols]  # (a table, not searchsorted: that converted the pool's columns every call)
+        found = pos >= 0
+        return pos[found].astype(np.int64), weights[found]
 
     def scores(self, unit: Unit) -> np.ndarray:
-        """Every paper's BM25 score for the unit (cached by the unit's key)."""
-        found = self._units.get(unit.key)
-        if found is None:
-            cols, weights = self.local(unit.cols, unit.weights)
-            found = np.asarray(self.matrix[:, cols] @ weights, dtype=np.float64).ravel()
-            self._units[unit.key] = found
-        return found
+        """Every paper's BM25 score for the unit (computed once per unit key)."""
+        row = self.unit_rows([unit])[0]  # (may grow the matrix: read it after)
+        return self._unit_scores[row]
 
     def prepare(self, units: Sequence[Unit]) -> None:
         """Score many units at once with one sparse matrix product (a send run's interests)."""
-        todo = list({u.key: u for u in units if u.key not in self._units}.values())
-        if not todo:
-            return
-        query = self.query_matrix(todo)
-        product = np.asarray((self.matrix @ query).toarray())
-        for j, unit in enumerate(todo):
-            self._units[unit.key] = product[:, j]
+        self.unit_rows(units)
+
+    def unit_rows(self, units: Sequence[Unit]) -> np.ndarray:
+        """Each unit's row in `unit_scores`, the units not scored yet scored together in one sparse product.
+
+        A unit's scores do not depend on which other units are scored with it: each is a sum over the
+        unit's own terms, in the unit's order.
+        """
+        known = [self._unit_row.get(u.key) for u in units]
+        if None not in known:
+            return np.array(known, dtype=np.int64)
+        todo = list({u.key: u for u in units if u.key not in self._unit_row}.values())
+        if todo:
+            product = (self.query_matrix(todo).T @ self.matrix.T).toarray()  # units × papers
+            start = self._n_units
+            if start + len(todo) > len(self._unit_scores):  # grow by doubling; rows handed out stay valid
+                grown = np.zeros((max(2 * len(self._unit_scores), start + len(todo), 64), self._unit_scores.shape[1]))
+                grown[:start] = self._unit_scores[:start]
+                self._unit_scores = grown
+            self._unit_scores[start:start + len(todo)] = product
+            self._unit_row.update((u.key, start + j) for j, u in enumerate(todo))
+            self._n_units += len(todo)
+        return np.fromiter((self._unit_row[u.key] for u in units), dtype=np.int64, count=len(units))
+
+    @property
+    def unit_scores(self) -> np.ndarray:
+        """Every scored unit's scores on every paper (units × papers; rows as `unit_rows` numbers them)."""
+        return self._unit_scores[: self._n_units]
 
     def query_matrix(self, units: Sequence[Unit]) -> sp.csc_matrix:
         """Units as the columns of one sparse (pool terms × units) matrix."""
-        data, rows, cols = [], [], []
-        for j, unit in enumerate(units):
-            local, weights = self.local(unit.cols, unit.weights)
-            rows.append(local)
-            data.append(weights)
-            cols.append(np.full(len(local), j))
         if not units:
             return sp.csc_matrix((len(self.cols), 0))
-        return sp.csc_matrix((np.concatenate(data), (np.concatenate(rows), np.concatenate(cols))),
-                             shape=(len(self.cols), len(units)))
+        pos = self.lookup()[np.concatenate([u.cols for u in units])]  # every unit's terms at once
+        found = pos >= 0
+        owner = np.repeat(np.arange(len(units)), [len(u.cols) for u in units])
+        weights = np.concatenate([u.weights for u in units])
+        return sp.csc_matrix((weights[found], (pos[found], owner[found])), shape=(len(self.cols), len(units)))
 
     def vector(self, papers: Sequence[Paper]) -> tuple[np.ndarray, np.ndarray]:
         """Unit-length centroid of the papers' BM25F rows as (hashed columns, weights): Rocchio's input."""
-        rows = normalize(bm25_weights(Fields.of(papers), self.corpus, self.title_weight))
-        centroid = sp.csr_matrix(rows.mean(axis=0))
+        rows = unit_length(bm25_weights(Fields.of(papers), self.corpus, self.title_weight))
+        if rows.shape[0] == 1:  # one paper (every liked paper a reason names): its row is its mean, kept sparse
+            centroid = sp.csr_matrix(rows, copy=True)  # (a dense mean of 2**20 columns took milliseconds)
+            centroid.sum_duplicates()
+            centroid.eliminate_zeros()
+        else:
+            centroid = sp.csr_matrix(rows.mean(axis=0))
         norm = math.sqrt(float(centroid.multiply(centroid).sum())) or 1.0
         return centroid.indices.astype(np.int64), centroid.data / norm
 
@@ -134,7 +155,7 @@ class Index:
             return np.asarray((rows @ rows.T).toarray())
         if self._similarity is None:
             self._similarity = np.asarray((self.rows @ self.rows.T).toarray())
-        return self._similarity[picks][:, picks]
+        return self._similarity[picks[:, None], picks]
 
 
 class Pool:
@@ -153,6 +174,7 @@ class Pool:
         self.embedder = embedder
         self.dense = dense
         self._dense_papers: np.ndarray | None = None
+        self._dense_papers64: np.ndarray | None = None
         self._dense: dict[Any, np.ndarray] = {}
         self._indexes: dict[float, Index] = {}
         self._boosts: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = {}
@@ -208,13 +230,22 @@ class Pool:
             self._queries[key] = self._embeddings @ query
         return self._queries[key]
 
+    def dense_queries(self, interests: Sequence[tuple[Interest, Sequence[Paper]]]) -> np.ndarray:
+        """Interests' unit-length dense vectors (their words, plus the mean of their seed papers'), one row
+        each, in float64; the texts are embedded together."""
+        assert self.dense is not None
+        if not interests:
+            return np.zeros((0, self.dense_papers().shape[1]))  # type: ignore[union-attr]
+        queries = self.dense.texts([interest_text(i) for i, _ in interests]).astype(np.float64)
+        for n, (_, seeds) in enumerate(interests):
+            if seeds:
+                queries[n] += self.dense.papers(list(seeds)).mean(axis=0)
+        norms = np.sqrt((queries * queries).sum(axis=1))
+        return queries / np.where(norms > 0, norms, 1.0)[:, None]
+
     def dense_query(self, interest: Interest, seeds: Sequence[Paper]) -> np.ndarray:
         """An interest's unit-length dense vector: its words, plus the mean of its seed papers'."""
-        assert self.dense is not None
-        query = self.dense.texts([interest_text(interest)])[0]
-        if seeds:
-            query = query + self.dense.papers(list(seeds)).mean(axis=0)
-        return query / (np.linalg.norm(query) or 1.0)
+        return self.dense_queries([(interest, seeds)])[0]
 
     def dense_papers(self) -> np.ndarray | None:
         """The pool's dense embeddings (papers × dimensions), or None without dense similarity."""
@@ -225,18 +256,27 @@ class Pool:
         return self._dense_papers
 
     def dense_z(self, queries: np.ndarray) -> np.ndarray:
-        """Each query's cosine similarity to every paper, standardised over the pool (papers × queries)."""
-        cos = self.dense_papers() @ queries.T  # type: ignore[operator]
-        if not len(cos):  # a day without papers
+        """Each query's cosine similarity to every paper, standardised over the pool (queries × papers).
+
+        In float64, row by row: a query's z-scores are the same (to the last bits that can change a
+        rounded score) whether it is standardised alone or with a batch of others.
+        """
+        if self._dense_papers64 is None:
+            self._dense_papers64 = np.asarray(self.dense_papers(), dtype=np.float64)
+        cos = queries @ self._dense_papers64.T
+        if not cos.shape[1]:  # a day without papers
             return cos
-        return (cos - cos.mean(axis=0)) / (cos.std(axis=0) + 1e-9)
+        return (cos - cos.mean(axis=1, keepdims=True)) / (cos.std(axis=1, keepdims=True) + 1e-9)
 
     def dense_interest(self, interest: Interest, seeds: Sequence[Paper]) -> np.ndarray:
-        """`dense_z` of one interest (cached per interest words and seeds)."""
+        """`dense_z` of one interest (the last DENSE_MEMO interests' are kept)."""
         key = (interest.name, interest.keywords, interest.description, tuple(p.key for p in seeds))
-        if key not in self._dense:
-            self._dense[key] = self.dense_z(self.dense_query(interest, seeds)[None, :])[:, 0]
-        return self._dense[key]
+        found = self._dense.get(key)
+        if found is None:
+            found = self._dense[key] = self.dense_z(self.dense_query(interest, seeds)[None, :])[0]
+            if len(self._dense) > DENSE_MEMO:
+                del self._dense[next(iter(self._dense))]
+        return found
 
     def boosts(self, day: date, comment_weight: float, half_life: float) -> tuple[np.ndarray, np.ndarray]:
         """Every paper's trending and recency signal in [0, 1] (the same for every subscriber)."""

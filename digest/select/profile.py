@@ -79,18 +79,26 @@ def keyword_unit(keyword: str) -> Unit:
     word_weight = PHRASE_WORD_WEIGHT if len(words) > 1 else 1.0
     weighted = dict.fromkeys(words, word_weight)
     weighted.update(dict.fromkeys(bigrams(words), 1.0))
-    for stem in stems(keyword):
+    found = stems(keyword)
+    for stem in found:
         weighted[stem] = weighted.get(stem, 0.0) + STEM_WEIGHT * word_weight
-    return _unit("kw:" + " ".join(words), weighted)
+    # the stems in the key too: words light-stemmed alike can have other stems ("poses": pos, ~pose; "POS": pos, ~pos)
+    return _unit("kw:" + " ".join(words) + "|" + " ".join(found), weighted)
+
+
+@lru_cache(maxsize=100_000)
+def keyword_part(keyword: str) -> Part:
+    """A keyword as a part of an interest (shared: parts are immutable, and keywords recur across profiles)."""
+    return Part(keyword_unit(keyword), 1.0, "keyword", keyword)
 
 
 @lru_cache(maxsize=10_000)
 def description_unit(text: str) -> tuple[Unit, dict[int, str]]:
     """A description's words and bigrams, and each word's column mapped to the word as written."""
-    words = tokens(text)
+    words, found = tokens(text), stems(text)
     weighted = dict.fromkeys([*words, *bigrams(words)], 1.0)
-    weighted.update(dict.fromkeys(stems(text), STEM_WEIGHT))
-    unit = _unit("desc:" + " ".join(words), weighted)
+    weighted.update(dict.fromkeys(found, STEM_WEIGHT))
+    unit = _unit("desc:" + " ".join(words) + "|" + " ".join(found), weighted)  # (stems: as a keyword's)
     forms = surface_forms(text)
     return unit, dict(zip(columns(words).tolist(), (forms.get(w, w) for w in words), strict=True))
 
@@ -122,7 +130,7 @@ def papers_unit(prefix: str, papers: Sequence[Paper], index: Index) -> Unit:
 def compile_interest(interest: Interest, index: Index, seeds: Mapping[str, Paper], *,
                      description_weight: float, seed_weight: float) -> CompiledInterest:
     """The parts of one interest."""
-    parts = [Part(keyword_unit(k), 1.0, "keyword", k) for k in interest.keywords]
+    parts = [keyword_part(k) for k in interest.keywords]
     words: dict[int, str] = {}
     if interest.description:
         unit, words = description_unit(interest.description)

@@ -31,46 +31,42 @@ ordered by their best pick.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import date
+from functools import lru_cache
 
 import numpy as np
 
-from ..models import Interest, Paper, Subscriber
+from ..models import Item, Paper, Section, Subscriber
 from .explain import Explainer
-from .learn import NEGATIVES, FeedbackModel, fit, sample
 from .pool import Index, Pool
-from .profile import CompiledInterest, Signals, compile_interest, reference, seed_papers
+from .profile import Signals
+from .scores import (
+    CALIBRATION_A,
+    CALIBRATION_B,
+    DENSE_CALIBRATION_A,
+    DENSE_CALIBRATION_B,
+    LIKED_SECTION,
+    NO_MATCH,
+    SEMANTIC_BASE,
+    Scored,
+    Scores,
+    SelectSettings,
+    boosted,
+    calibrate,
+    calibration,
+    feedback_model,
+    sigmoid,
+)
+
+__all__ = ["CALIBRATION_A", "CALIBRATION_B", "DENSE_CALIBRATION_A", "DENSE_CALIBRATION_B", "LIKED_SECTION",
+           "MMR_WINDOW", "NEAR_DUPLICATE", "NO_MATCH", "SEMANTIC_BASE", "TRENDING_SECTION", "Ranked", "Scored",
+           "Scores", "SelectSettings", "blocked_papers", "boost", "boosted", "calibrate", "calibration", "diversify",
+           "choose", "feedback_model", "rank", "sections", "sigmoid"]
 
 TRENDING_SECTION = "Trending"
-LIKED_SECTION = "More like papers you liked"
-SEMANTIC_BASE = 0.2  # cosine similarity of unrelated abstracts with this model hovers around here
 MMR_WINDOW = 2  # diversity re-ranks the best (window × wanted) candidates
 NEAR_DUPLICATE = 0.75  # cosine similarity above which a paper repeats one already picked (goes last)
-# Fitted by bench/calibrate.py on the tuning pools: the log-odds at one typical mention, and how fast they grow
-# with the log of the score in the interest's unit; keywords alone, and with dense similarity (whose fitted
-# weight, 0.51, is the default select.dense_weight).
-CALIBRATION_A, CALIBRATION_B = 0.212, 1.369
-DENSE_CALIBRATION_A, DENSE_CALIBRATION_B = -0.330, 1.095
-NO_MATCH = -8.0  # log-odds of a paper that matches nothing of an interest
-
-
-@dataclass(frozen=True)
-class SelectSettings:
-    """The knobs of the scoring formula (the `[select]` settings)."""
-
-    min_relevance: float = 0.5
-    title_weight: float = 3.0
-    upvote_weight: float = 0.5
-    comment_weight: float = 2.0
-    recency_weight: float = 0.3
-    recency_half_life_days: float = 30.0
-    description_weight: float = 0.3
-    seed_weight: float = 3.0
-    feedback_clicks: float = 10.0
-    diversity: float = 0.3
-    semantic_weight: float = 0.0
-    dense_weight: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -87,125 +83,6 @@ class Ranked:
     parts: dict[str, float] = field(default_factory=dict)
 
 
-def calibration(dense: bool) -> tuple[float, float]:
-    """The fitted constants (A, B): for keywords alone, or with dense similarity added."""
-    return (DENSE_CALIBRATION_A, DENSE_CALIBRATION_B) if dense else (CALIBRATION_A, CALIBRATION_B)
-
-
-def calibrate(raw: np.ndarray, unit: float, weight: float = 1.0, dense: bool = False) -> np.ndarray:
-    """Log-odds of being on topic from raw scores in BM25 units (see the module doc)."""
-    a, b = calibration(dense)
-    with np.errstate(divide="ignore"):
-        logit = a + b * np.log(np.maximum(raw, 0.0) / unit) + np.log(weight)
-    return np.maximum(logit, NO_MATCH)
-
-
-def sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
-
-
-def boosted(relevance: np.ndarray, boost: np.ndarray) -> np.ndarray:
-    """The relevance with its odds multiplied by the trending and recency boost: still from 0 to 1, and
-    a sure match stays ahead of a doubtful one that is trending."""
-    odds = relevance * boost
-    return odds / (1.0 - relevance + odds)
-
-
-class Scores:
-    """Every pool paper's calibrated relevance for one subscriber, and the interest it matches best."""
-
-    def __init__(self, pool: Pool, subscriber: Subscriber, settings: SelectSettings, signals: Signals) -> None:
-        self.pool, self.settings = pool, settings
-        self.index = pool.index(settings.title_weight)
-        compiled = [self._compiled(i, signals) for i in subscriber.interests]
-        self.interests = [c for c, _, _ in compiled]
-        self.lexical = [v for _, v, _ in compiled]
-        self.units = [u for _, _, u in compiled]
-        self.liked = signals.liked
-        self.semantic = self._semantic()
-        self.dense = None
-        if settings.dense_weight and pool.dense is not None:
-            self.dense = [pool.dense_interest(ci.interest, ci.seed_papers) for ci in self.interests]
-        per_interest = np.vstack([self.interest_logit(n) for n in range(len(self.interests))])
-        self.best = per_interest.argmax(axis=0) if len(self.interests) > 1 else np.zeros(len(pool), np.int64)
-        self.lexical_logit = per_interest.max(axis=0)
-        self.model = self._model(subscriber, signals)
-        self.share = 0.0
-        logit = self.lexical_logit
-        if self.model is not None:
-            self.share = self.model.clicks / (self.model.clicks + settings.feedback_clicks)
-            self.model_logit = self._model_logits(self.model)
-            logit = (1 - self.share) * logit + self.share * self.model_logit
-        self.relevance = sigmoid(logit)
-        self.lexical_relevance = sigmoid(self.lexical_logit)
-
-    def _compiled(self, interest: Interest, signals: Signals) -> tuple[CompiledInterest, np.ndarray, float]:
-        """The interest's query parts, its raw lexical scores and its unit, shared by interests with the same words."""
-        seeds = tuple(signals.seeds.get(ref) for ref in interest.seed_papers)
-        key = ("interest", frozenset(interest.keywords), interest.description, seeds,
-               self.settings.description_weight, self.settings.seed_weight)  # keyword order does not matter
-        found = self.index.memo.get(key)
-        if found is None:
-            compiled = compile_interest(interest, self.index, signals.seeds,
-                                        description_weight=self.settings.description_weight,
-                                        seed_weight=self.settings.seed_weight)
-            raw = np.zeros(len(self.pool))
-            for part in compiled.parts:
-                raw += part.coef * self.index.scores(part.unit)
-            found = (replace(compiled, key=key), raw, reference(compiled.parts, self.index.corpus.idf()))
-            self.index.remember(key, found, vectors=1)
-        compiled, raw, unit = found
-        return CompiledInterest(interest, compiled.parts, compiled.description_words, compiled.seed_papers,
-                                compiled.key), raw, unit
-
-    def _semantic(self) -> list[np.ndarray] | None:
-        if not self.settings.semantic_weight or self.pool.embedder is None:
-            return None
-        return [self.pool.semantic(ci.interest, ci.seed_papers) for ci in self.interests]
-
-    def raw(self, n: int) -> np.ndarray:
-        """The n-th interest's raw score (BM25 units) of every paper, semantic similarity included."""
-        total = self.lexical[n]
-        if self.semantic is not None:
-            total = total + self.settings.semantic_weight * np.maximum(self.semantic[n] - SEMANTIC_BASE, 0.0)
-        return total
-
-    def interest_logit(self, n: int) -> np.ndarray:
-        """Calibrated log-odds that each paper is on the n-th interest's topic (its weight and dense similarity in)."""
-        logit = calibrate(self.raw(n), self.units[n], self.interests[n].interest.weight, self.dense is not None)
-        if self.dense is not None:
-            logit = logit + self.settings.dense_weight * self.dense[n]
-        return logit
-
-    def _model(self, subscriber: Subscriber, signals: Signals) -> FeedbackModel | None:
-        return feedback_model(self.pool, subscriber, signals, self.settings)
-
-    def _model_logits(self, model: FeedbackModel) -> np.ndarray:
-        return model.relevance_logits(self.index, self.pool.dense_papers() if self.settings.dense_weight else None)
-
-    def section(self, i: int) -> str:
-        if self.lexical_logit[i] <= NO_MATCH and self.relevance[i] > self.lexical_relevance[i]:
-            return LIKED_SECTION
-        return self.interests[int(self.best[i])].interest.name
-
-
-def feedback_model(pool: Pool, subscriber: Subscriber, signals: Signals,
-                   settings: SelectSettings) -> FeedbackModel | None:
-    """The learned model the signals carry; without one, learned here with a sample of the pool as negatives."""
-    if signals.model is not None or not (signals.liked or signals.disliked):
-        return signals.model
-    index = pool.index(settings.title_weight)
-    seeds = [p for i in subscriber.interests for p in seed_papers(i, signals.seeds)]
-    positives = [*signals.liked, *seeds]
-    key = ("model", subscriber.email, tuple(p.key for p in positives), tuple(p.key for p in signals.disliked))
-    if key not in index.memo:
-        negatives = sample(pool.papers, NEGATIVES, subscriber.email)
-        dense = pool.dense if settings.dense_weight else None
-        index.memo[key] = fit(positives, negatives, signals.disliked, index.corpus, title_weight=settings.title_weight,
-                              clicks=len(signals.liked) + len(signals.disliked), dense=dense)
-    return index.memo[key]  # type: ignore[no-any-return]
-
-
 def boost(pool: Pool, day: date, settings: SelectSettings) -> np.ndarray:
     """Every paper's trending × recency factor."""
     return _boost(pool, day, settings)[2]
@@ -213,87 +90,128 @@ def boost(pool: Pool, day: date, settings: SelectSettings) -> np.ndarray:
 
 def _boost(pool: Pool, day: date, settings: SelectSettings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     memo = pool.index(settings.title_weight).memo
-    key = ("boost", day, settings)
-    if key not in memo:
+    key = ("boost", day, settings.upvote_weight, settings.comment_weight, settings.recency_weight,
+           settings.recency_half_life_days)  # (hashing the settings themselves costs more than the lookup)
+    found = memo.get(key)
+    if found is None:
         trend, recency = pool.boosts(day, settings.comment_weight, settings.recency_half_life_days)
-        memo[key] = trend, recency, (1 + settings.upvote_weight * trend) * (1 + settings.recency_weight * recency)
-    return memo[key]  # type: ignore[no-any-return]
+        found = memo[key] = trend, recency, ((1 + settings.upvote_weight * trend)
+                                            * (1 + settings.recency_weight * recency))
+    return found  # type: ignore[no-any-return]
 
 
 def blocked_papers(pool: Pool, subscriber: Subscriber, signals: Signals) -> np.ndarray:
     """Papers never to be picked: excluded, already received, or marked less."""
     blocked = np.zeros(len(pool), dtype=bool)
-    for phrase in subscriber.exclude:
-        blocked |= pool.contains(phrase)
-    disliked = {p.store_id for p in signals.disliked if p.store_id is not None}
-    for paper_id in set(signals.received) | disliked:
-        if paper_id in pool.index_by_id:
-            blocked[pool.index_by_id[paper_id]] = True
+    blocked[blocked_indices(pool, subscriber, signals)] = True
     return blocked
 
 
-def diversify(index: Index, order: np.ndarray, score: np.ndarray, wanted: int, diversity: float, *,
+def blocked_indices(pool: Pool, subscriber: Subscriber, signals: Signals) -> np.ndarray:
+    """`blocked_papers` as pool indices (often none: then no pool-sized array is made)."""
+    found = [pool.index_by_id[i] for i in signals.received | {p.store_id for p in signals.disliked}
+             if i in pool.index_by_id]
+    out = np.array(found, dtype=np.int64)
+    for phrase in subscriber.exclude:
+        out = np.union1d(out, np.flatnonzero(pool.contains(phrase)))
+    return out
+
+
+def diversify(index: Index, order: np.ndarray, values: np.ndarray, wanted: int, diversity: float, *,
               drop_duplicates: bool = False) -> list[int]:
     """Re-rank the best candidates, relevance traded against redundancy (maximal marginal relevance in one pass).
 
-    Each of the best (MMR_WINDOW × wanted) candidates gets (1 - diversity) × value - diversity × (its
-    highest similarity to a better-scored candidate), its value being its log-odds scaled to 0..1
-    over those candidates; greedy MMR compares with the
-    picks instead, which needs a loop per pick. A near-duplicate of a better candidate goes after
-    all the others, and with `drop_duplicates` (a digest) it is left out.
+    `order` holds pool indices best first, `values` their scores. Each of the best (MMR_WINDOW × wanted)
+    candidates gets (1 - diversity) × value - diversity × (its highest similarity to a better-scored
+    candidate), its value being its log-odds scaled to 0..1 over those candidates; greedy MMR compares
+    with the picks instead, which needs a loop per pick. A near-duplicate of a better candidate goes
+    after all the others, and with `drop_duplicates` (a digest) it is left out. Returns positions in `order`.
     """
     if diversity <= 0 or len(order) <= 1:
-        return order[:wanted].tolist()
-    window = order[: max(MMR_WINDOW * wanted, wanted + 5)]  # typically a few dozen papers
+        return list(range(min(wanted, len(order))))
+    size = min(max(MMR_WINDOW * wanted, wanted + 5), len(order))  # typically a few dozen papers
     # Values are the candidates' log-odds scaled to 0..1 over the window: the best candidate 1, the
     # window's last 0 (near-certain probabilities all sit near 1, their log-odds do not).
-    clipped = np.clip(score[window], 1e-12, 1 - 1e-12)
+    clipped = np.minimum(np.maximum(values[:size], 1e-12), 1 - 1e-12)
     logit = np.log(clipped) - np.log1p(-clipped)
-    span = float(logit[0] - logit.min())
-    value = (logit - logit.min()) / span if span > 0 else np.ones(len(window))
-    redundancy = np.tril(index.similarity_among(window), k=-1).max(axis=1)
+    low = logit.min()
+    span = float(logit[0] - low)
+    value = (logit - low) / span if span > 0 else np.ones(size)
+    redundancy = np.where(_below(size), index.similarity_among(order[:size]), 0.0).max(axis=1)
     duplicate = redundancy >= NEAR_DUPLICATE
-    gain = np.where(duplicate, -np.inf, (1 - diversity) * value - diversity * redundancy)
+    gain = (1 - diversity) * value - diversity * redundancy
+    gain[duplicate] = -np.inf
     ranked = np.argsort(-gain, kind="stable")
-    kept = window[ranked[: int((~duplicate).sum())]].tolist()
-    out = kept + order[len(window):].tolist()
+    out = ranked[: size - int(np.count_nonzero(duplicate))].tolist() + list(range(size, min(len(order), size + wanted)))
     if not drop_duplicates:
-        out += window[duplicate].tolist()
+        out += np.flatnonzero(duplicate).tolist()
     return out[:wanted]
 
 
+@lru_cache(maxsize=256)
+def _below(size: int) -> np.ndarray:
+    """Which pairs (row, column) of a size × size matrix lie below the diagonal (a better-scored candidate)."""
+    return np.tri(size, size, -1, dtype=bool)
+
+
 def rank(pool: Pool, subscriber: Subscriber, *, day: date, settings: SelectSettings,
-         signals: Signals | None = None, limit: int | None = None, parts: bool = True,
-         within: np.ndarray | None = None) -> list[Ranked]:
+         signals: Signals | None = None, limit: int | None = None, parts: bool = True) -> list[Ranked]:
     """The subscriber's candidates, best first: the digest's picks, or with `limit` the top N regardless of floor.
 
-    `parts=False` leaves out the score breakdown (a digest does not show it); `within` (pool indices)
-    restricts the picks to candidates found by `rank_many`.
+    `parts=False` leaves out the score breakdown (a digest does not show it).
     """
     signals = signals or Signals()
     blocked = blocked_papers(pool, subscriber, signals)
     if not subscriber.interests:
         return _trending(pool, subscriber, day, settings, blocked, limit)
     scores = Scores(pool, subscriber, settings, signals)
+    chosen, final, passes = choose(pool, scores, subscriber, day=day, settings=settings, blocked=blocked, limit=limit)
     trend, recency, boost = _boost(pool, day, settings)
-    final = boosted(scores.relevance, boost)
-    passes = scores.relevance >= settings.min_relevance
-    eligible = ~blocked & (passes if limit is None else True)
-    if within is not None:
-        eligible &= np.isin(np.arange(len(pool)), within)
-    candidates = np.flatnonzero(eligible)
-    order = candidates[np.argsort(-final[candidates], kind="stable")]
-    wanted = subscriber.max_papers if limit is None else limit
-    positive = order[final[order] > 0]
-    picks = diversify(scores.index, positive, final, wanted, settings.diversity, drop_duplicates=limit is None)
-    picks += order[final[order] <= 0][: wanted - len(picks)].tolist()
-    explain = Explainer(scores, picks)
-    values = zip(picks, final[picks].round(6).tolist(), scores.relevance[picks].round(6).tolist(),
-                 passes[picks].tolist(), strict=True)
-    return [Ranked(pool.papers[i], n + 1, score, relevance, ok, scores.section(i), explain.reasons(i),
-                   explain.parts(i) | {"trend": round(float(trend[i]), 4), "recency": round(float(recency[i]), 4),
+    explain = Explainer(pool, pool.index(settings.title_weight), scores, chosen)
+    values = zip(chosen, scores.papers[chosen].tolist(), final[chosen].round(6).tolist(),
+                 scores.relevance[chosen].round(6).tolist(), passes[chosen].tolist(), strict=True)
+    return [Ranked(pool.papers[i], n + 1, score, relevance, ok, scores.section(j), explain.reasons(j),
+                   explain.parts(j) | {"trend": round(float(trend[i]), 4), "recency": round(float(recency[i]), 4),
                                        "boost": round(float(boost[i]), 4)} if parts else {})
-            for n, (i, score, relevance, ok) in enumerate(values)]
+            for n, (j, i, score, relevance, ok) in enumerate(values)]
+
+
+def sections(pool: Pool, scores: Scored, subscriber: Subscriber, *, day: date, settings: SelectSettings,
+             blocked: np.ndarray | None = None) -> tuple[Section, ...]:
+    """A digest's picks among the papers `scores` covers, grouped: sections in order of their best pick.
+
+    `scores` covers every paper (`select_digest`) or a batch ranking's candidates (`select_many`);
+    `blocked`: the pool's papers never to pick (a batch ranking has left them out already).
+    """
+    chosen, final, _ = choose(pool, scores, subscriber, day=day, settings=settings, blocked=blocked)
+    explain = Explainer(pool, pool.index(settings.title_weight), scores, chosen)
+    grouped: dict[str, list[Item]] = {}
+    for j, i, score, name in zip(chosen, scores.papers[chosen].tolist(), final[chosen].round(6).tolist(),
+                                 scores.section_names(chosen), strict=True):
+        grouped.setdefault(name, []).append(Item(pool.papers[i], score, explain.reasons(j)))
+    return tuple(Section(name, tuple(items)) for name, items in grouped.items())
+
+
+def choose(pool: Pool, scores: Scored, subscriber: Subscriber, *, day: date, settings: SelectSettings,
+           blocked: np.ndarray | None = None, limit: int | None = None) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """The picks (positions in `scores`, best first), and every covered paper's boosted score and floor verdict:
+    the eligible papers best first, re-ranked for diversity; with `limit`, the top N regardless of the floor."""
+    boost = _boost(pool, day, settings)[2]
+    final = boosted(scores.relevance, boost[scores.papers])
+    passes = scores.relevance >= settings.min_relevance
+    eligible = passes if limit is None else np.ones(len(passes), dtype=bool)
+    if blocked is not None:
+        eligible = eligible & ~blocked[scores.papers]
+    candidates = np.flatnonzero(eligible)  # ascending pool indices: ties keep the pool's order
+    by_score = np.argsort(-final[candidates], kind="stable")
+    order, ranked = candidates[by_score], final[candidates[by_score]]
+    wanted = subscriber.max_papers if limit is None else limit
+    positive = int(np.count_nonzero(ranked > 0))  # (a prefix of the order)
+    picks = diversify(pool.index(settings.title_weight), scores.papers[order[:positive]], ranked[:positive], wanted,
+                      settings.diversity, drop_duplicates=limit is None)
+    head = order[:positive].tolist()
+    chosen = [head[n] for n in picks] + order[positive:positive + wanted - len(picks)].tolist()
+    return chosen, final, passes
 
 
 def _trending(pool: Pool, subscriber: Subscriber, day: date, settings: SelectSettings, blocked: np.ndarray,
@@ -301,12 +219,20 @@ def _trending(pool: Pool, subscriber: Subscriber, day: date, settings: SelectSet
     """A profile without interests: the most upvoted papers, the boosts breaking ties."""
     trend, recency, boost = _boost(pool, day, settings)
     memo = pool.index(settings.title_weight).memo
-    key = ("trending", day, settings)
-    if key not in memo:  # the same order for every trending-only subscriber
-        memo[key] = sorted(range(len(pool)), key=lambda i: (-(pool.papers[i].upvotes or 0), -boost[i], i))
-    ranked = [i for i in memo[key] if not blocked[i]]
+    key = ("trending", day, settings.upvote_weight, settings.comment_weight, settings.recency_weight,
+           settings.recency_half_life_days)
+    order = memo.get(key)
+    if order is None:  # the same order for every trending-only subscriber
+        order = memo[key] = sorted(range(len(pool)), key=lambda i: (-(pool.papers[i].upvotes or 0), -boost[i], i))
+    wanted = limit or subscriber.max_papers
+    ranked = []
+    for i in order:
+        if len(ranked) == wanted:
+            break
+        if not blocked[i]:
+            ranked.append(i)
     out = []
-    for n, i in enumerate(ranked[: limit or subscriber.max_papers]):
+    for n, i in enumerate(ranked):
         paper = pool.papers[i]
         reason = f"trending: {paper.upvotes} upvotes" if paper.upvotes else "new today"
         out.append(Ranked(paper, n + 1, float(paper.upvotes or 0), 0.0, True, TRENDING_SECTION, (reason,),
