@@ -227,6 +227,11 @@ def _find(section: str, key: str) -> Setting | None:
     return next((s for s in SETTINGS if s.section == section and s.key == key), None)
 
 
+def _shown(name: str) -> str:
+    """A name from the file as it can be shown on one line: quoted and escaped when it holds anything unprintable."""
+    return name if name.isprintable() and name.strip() == name and name else repr(name)
+
+
 def _hint(word: str, options: list[str]) -> str:
     close = difflib.get_close_matches(word, options, n=1)
     return f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(sorted(options))})"
@@ -331,7 +336,7 @@ def _validate(raw: dict[str, Any], where: str) -> dict[str, dict[str, Any]]:
         if section == "sources":
             continue  # an array of tables, read by _sources
         if section not in sections:
-            raise ConfigError(f"{where}: unknown section [{section}]{_hint(section, sections)}")
+            raise ConfigError(f"{where}: unknown section [{_shown(section)}]{_hint(section, sections)}")
         if not isinstance(table, dict):
             raise ConfigError(f"{where}: [{section}] must be a table")
         keys = [s.key for s in SETTINGS if s.section == section]
@@ -340,7 +345,7 @@ def _validate(raw: dict[str, Any], where: str) -> dict[str, dict[str, Any]]:
             if f"{section}.{key}" in REMOVED:
                 raise ConfigError(f"{where}: {section}.{key} is no longer a setting: {REMOVED[f'{section}.{key}']}")
             if setting is None:
-                raise ConfigError(f"{where}: unknown setting {section}.{key}{_hint(key, keys)}")
+                raise ConfigError(f"{where}: unknown setting {section}.{_shown(key)}{_hint(key, keys)}")
             values.setdefault(section, {})[key] = _check_type(setting, value, where)
     return values
 

@@ -186,11 +186,15 @@ class Dispatch:
         workers = max(1, min(self.app.workers, total if total is not None else self.app.workers))
 
         def job(stop: Callable[[], bool]) -> SendReport:
+            from threadpoolctl import threadpool_limits
+
             mine = SendReport(day)
             if workers > 1:
                 self.app.transport.share(workers)  # the rate limits are for the run, not for each process
-            return self.sender(pool, day, command).work(day, mine, only=only, should_stop=stop,
-                                                        total=total if workers == 1 else None)
+            # A batch's matrix products are small: BLAS threads would spin idle on the cores other workers use.
+            with threadpool_limits(limits=1, user_api="blas"):
+                return self.sender(pool, day, command).work(day, mine, only=only, should_stop=stop,
+                                                            total=total if workers == 1 else None)
 
         results = in_processes(workers, job, should_stop=should_stop, before_fork=self.app.store.engine.dispose)
         if any(isinstance(r, Died) for r in results) and not should_stop():

@@ -260,7 +260,8 @@ def site(tmp_path_factory) -> Any:
     app.sync()
     from digest.web import create_app
 
-    yield app, create_app(app, operator_pages=False).test_client(), base / "digest.db"
+    web = create_app(app, operator_password="fuzz-password", operator_pages=False)
+    yield app, web.test_client(), base / "digest.db"
     app.close()
 
 

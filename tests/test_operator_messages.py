@@ -3,6 +3,7 @@ digest and why, huge ids in links are a clean 404."""
 
 from __future__ import annotations
 
+import base64
 from datetime import UTC, date, datetime, time, timedelta
 
 from digest.collect import collect
@@ -79,10 +80,11 @@ def test_a_feedback_link_with_a_huge_paper_id_is_a_clean_404(make_config, monkey
 
     monkeypatch.setenv("DIGEST_SECRET", "s")
     app = App(make_config())
-    client = create_app(app).test_client()
+    client = create_app(app, operator_password="pw").test_client()
     link = app.links_for("ada@example.org").feedback.removeprefix(app.newsletter.base_url)
     for method in (client.get, client.post):
         assert method(f"{link}/999999999999999999999999/more").status_code == 404
     assert app.store.find_papers(["#999999999999999999999999"]) == {}
-    assert client.get("/admin/?date=0001-01-01").status_code == 400
+    login = {"Authorization": "Basic " + base64.b64encode(b"operator:pw").decode()}
+    assert client.get("/admin/?date=0001-01-01", headers=login).status_code == 400
     app.close()

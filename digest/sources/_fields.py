@@ -43,9 +43,12 @@ def iso_date(value: object) -> date | None:
         return None
 
 
+MAX_COUNT = 2**63 - 1  # what a database integer holds
+
+
 def count(value: object) -> int | None:
-    """`value` when it is a non-negative integer (bool is not a count), else None."""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+    """`value` when it is a non-negative integer a database can hold (bool is not a count), else None."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT:
         return value
     return None
 
