@@ -71,3 +71,27 @@ def test_select_many_respects_the_floor_and_blocks(app):
     assert all("fpga" not in f"{i.paper.title} {i.paper.abstract}".lower() for i in batch.items)
     one = select_digest(pool, replace(grace, exclude=("FPGA",)), day=DAY, settings=strict, signals=sig)
     assert picks(batch) == picks(one)
+
+
+def test_memory_is_trimmed_between_batches_and_picks_do_not_change(app, monkeypatch):
+    """With tiny budgets every batch starts from a trimmed memo and unit table: the memo never holds more than its
+    budget plus one batch's worth, and each digest is still exactly `select_digest`'s."""
+    from digest.select import pool as pool_module
+
+    monkeypatch.setattr(pool_module, "MEMO_ENTRIES", 20)
+    monkeypatch.setattr(pool_module, "MAX_UNITS", 5)
+    rng = random.Random(3)
+    pool = app.pool(DAY)
+    subs, signals = subscribers(60, pool.papers, rng)
+    index = pool.index(app.settings.title_weight)
+    sizes = []
+    for first in range(0, len(subs), 10):
+        part = subs[first:first + 10]
+        batch = select_many(pool, part, day=DAY, settings=app.settings, signals=signals)
+        sizes.append((len(index.memo), index._n_units))
+        for sub, digest in zip(part, batch, strict=True):
+            one = select_digest(pool, sub, day=DAY, settings=app.settings, signals=signals[sub.email])
+            assert picks(digest) == picks(one), sub.email
+    select_many(pool, subs[:1], day=DAY, settings=app.settings, signals=signals)
+    assert len(index.memo) < max(m for m, _ in sizes)  # trimmed at the start of the last call
+    assert index._n_units <= max(u for _, u in sizes)

@@ -68,6 +68,7 @@ def select_many(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, set
     papers with their scores; diversity, sections and reasons are then worked out per digest on those
     candidates only.
     """
+    pool.index(settings.title_weight).trim()  # memory stays flat however many batches a run ranks
     ranked = [s for s in subscribers if s.interests]
     found: dict[str, Scored] = {}
     if ranked and not (settings.semantic_weight and pool.embedder is not None):

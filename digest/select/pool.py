@@ -24,6 +24,8 @@ from .text import N_FEATURES, bigrams, columns, tokens
 
 SIMILARITY_MATRIX_LIMIT = 3000  # pools up to this size keep every pair's similarity in memory
 MEMO_FLOATS = 25_000_000  # at most this many floats (200 MB) of per-interest scores are kept per pool
+MEMO_ENTRIES = 100_000  # memoised values a long run keeps between batches
+MAX_UNITS = 10_000  # scored query units kept (each a row of pool-length floats: 80 MB at 1,000 papers)
 DENSE_MEMO = 2000  # interests whose dense similarities over the pool a pool keeps (previews, one-by-one ranking)
 
 
@@ -69,6 +71,23 @@ class Index:
         self.zeros = np.zeros(weights.shape[0])
         self.zeros.flags.writeable = False
         self._similarity: np.ndarray | None = None
+
+    def trim(self) -> None:
+        """Between batches: forget what a long run has memoised beyond its budget (recomputed when needed again).
+
+        Keywords × papers explained, units scored, vectors: each run adds more the more varied its
+        subscribers are, so without this a run's memory grew with its number of subscribers.
+        """
+        if len(self.memo) > MEMO_ENTRIES:
+            kept = {k: v for k, v in self.memo.items() if k == "lookup" or (isinstance(k, tuple) and k[:1] in (
+                ("boost",), ("trending",)))}
+            self.memo.clear()
+            self.memo.update(kept)
+            self._vectors_left = MEMO_FLOATS // max(self.zeros.shape[0], 1)
+        if self._n_units > MAX_UNITS:
+            self._unit_row.clear()
+            self._unit_scores = np.zeros((0, self._unit_scores.shape[1]))
+            self._n_units = 0
 
     def remember(self, key: Any, value: Any, vectors: int = 0) -> None:
         """Memoise a value holding `vectors` pool-length arrays, while the memory budget lasts."""
