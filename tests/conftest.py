@@ -21,6 +21,17 @@ def cli_env(**extra: str) -> dict[str, str]:
     return {"PATH": "/usr/bin:/bin", "DIGEST_SECRET": "test-secret", "PYTHONPATH": str(ROOT), **extra}
 
 
+def sample_site(folder: Path, settings: str = "") -> Path:
+    """A working folder as an operator sets one up: a copy of the example subscribers and a digest.toml over the
+    seed pages (plus `settings`), for commands run as subprocesses."""
+    subs = folder / "subscribers"
+    subs.mkdir()
+    for profile in SUBSCRIBERS.glob("*.toml"):
+        (subs / profile.name).write_text(profile.read_text())
+    (folder / "digest.toml").write_text(f'[ingest]\npaths = ["{SEEDS}"]\n{settings}')
+    return folder
+
+
 @pytest.fixture
 def make_config(tmp_path: Path):
     """Build settings rooted in tmp_path, with a fresh database and outbox."""

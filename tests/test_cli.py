@@ -14,7 +14,7 @@ import pytest
 from digest.mail import message_id
 from digest.store import Store
 
-from .conftest import DAY, FIXTURES, SEEDS, SUBSCRIBERS, cli_env
+from .conftest import DAY, FIXTURES, cli_env, sample_site
 from .smtpd import Recorder, free_port, smtp_server
 
 ARXIV = FIXTURES / "arxiv_sample_head.jsonl.gz"
@@ -28,12 +28,7 @@ def run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture
 def site(tmp_path: Path) -> Path:
     """A working folder whose digest.toml points at the seeds and a copy of the subscribers."""
-    subs = tmp_path / "subscribers"
-    subs.mkdir()
-    for profile in SUBSCRIBERS.glob("*.toml"):
-        (subs / profile.name).write_text(profile.read_text())
-    (tmp_path / "digest.toml").write_text(f'[ingest]\npaths = ["{SEEDS}"]\n[newsletter]\nname = "Test Digest"\n')
-    return tmp_path
+    return sample_site(tmp_path, '[newsletter]\nname = "Test Digest"\n')
 
 
 def test_run_ingests_and_delivers_to_outbox(site):

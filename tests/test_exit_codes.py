@@ -14,7 +14,7 @@ import pytest
 from digest.config import load_config
 from digest.pipeline import App
 
-from .conftest import DAY, SEEDS, SUBSCRIBERS, cli_env
+from .conftest import DAY, SEEDS, cli_env, sample_site
 
 ADA = 'email = "ada@example.org"\nname = "Ada"\n\n[[interests]]\nname = "LLM"\nkeywords = ["LLM inference"]\n'
 
@@ -42,12 +42,7 @@ def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
 @pytest.fixture
 def site(tmp_path: Path) -> Path:
     """A folder with a digest.toml over the seed pages and a copy of the example subscribers."""
-    subs = tmp_path / "subscribers"
-    subs.mkdir()
-    for profile in SUBSCRIBERS.glob("*.toml"):
-        (subs / profile.name).write_text(profile.read_text())
-    (tmp_path / "digest.toml").write_text(f'[ingest]\npaths = ["{SEEDS}"]\n')
-    return tmp_path
+    return sample_site(tmp_path)
 
 
 def ingest(site: Path) -> None:
