@@ -108,9 +108,9 @@ class Dispatch:
 
     def journal_folder(self) -> Path:
         """Where the sent journal lives: beside a SQLite file, else beside the settings file."""
-        url = self.app.config.store.url
-        if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
-            return Path(url.removeprefix("sqlite:///")).parent
+        url = self.app.store.engine.url
+        if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+            return Path(url.database).parent
         return self.app.config.base
 
     def replay_journal(self) -> None:
