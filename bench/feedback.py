@@ -87,7 +87,8 @@ def simulate(pools: Sequence[list[Paper]], subscriber: Subscriber, category: str
             rows = [features(group, blended, settings.title_weight, dense) if group else None  # type: ignore[arg-type]
                     for group in (liked, disliked)]
             model = fit_rows(rows[0], rows[1], negatives, clicks=len(liked) + len(disliked))
-        signals = Signals(liked=tuple(liked), disliked=tuple(disliked), model=model)
+        # the subscriber who never learns gets no signals at all: with marks and no model, `rank` would learn one
+        signals = Signals(liked=tuple(liked), disliked=tuple(disliked), model=model) if learn else Signals()
         ranked = rank(Pool(pool, corpus, dense=dense), subscriber, day=DAY,  # type: ignore[arg-type]
                       settings=settings, signals=signals, limit=10, parts=False)
         top = [r.paper for r in ranked]
