@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from zoneinfo import available_timezones
 
+from . import catalogue
 from .deliver import OutboxTransport, RetryPolicy, Transport, hand_over
 from .errors import DigestError
 from .mail import one_line
@@ -227,6 +228,7 @@ class Signups:
         record = SignupRecord(email=subscriber.email, status="pending", nonce=nonce,
                               profile=profile_json(subscriber), requested_at=_now(),
                               form_version=self.form_version(), ip_hash=self.keyed("ip", ip), detail="")
+        self.sync()
         source, path = self.app.store.owners([subscriber.email.lower()]).get(subscriber.email.lower(), ("", None))
         if source in ("file", "import"):
             holder = f"the profile file {path}" if source == "file" else "an imported subscriber"
@@ -243,6 +245,11 @@ class Signups:
         self._send("confirm", subscriber, {
             "confirm_url": f"{self.app.newsletter.base_url}/confirm/{self.make_link(subscriber.email, nonce)}",
             "hours": self.settings.confirm_hours})
+
+    def sync(self) -> None:
+        """Bring changed profile files into the store first, so that a file's address is known to be the file's
+        (only files whose size or time stamp changed are read; their problems are the operator's pages' business)."""
+        catalogue.sync(self.app.store, Path(self.app.config.subscribers.dir))
 
     # -- the link -------------------------------------------------------------------------------------------
 
@@ -283,6 +290,7 @@ class Signups:
 
     def confirm(self, link: Link, ip: str) -> Welcome:
         """The button pressed: the subscription starts (see `Store.confirm_signup`), then the welcome email."""
+        self.sync()
         done = self.app.store.confirm_signup(link.email, link.nonce, self.keyed("ip", ip))
         if done.outcome in ("used", "void"):
             raise self._gone(link)
