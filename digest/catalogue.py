@@ -49,7 +49,8 @@ class ImportReport:
 
 def _conflict(email: str, owner: tuple[str, str | None]) -> str:
     source, path = owner
-    where = f"the profile file {path}" if source == "file" else "an imported subscriber"
+    where = {"file": f"the profile file {path}", "web": "a subscriber who signed up on the web page"}.get(
+        source, "an imported subscriber")
     hint = "" if source == "file" else f" (remove it with `digest subscribers remove {email}` to use this file)"
     return f"email {email} is already used by {where}{hint}"
 
@@ -193,6 +194,10 @@ def _store(store: Store, batch: list[Imported], report: ImportReport) -> None:
         if owner is not None and owner[0] == "file":
             report.problems.append(Problem(where, line, f"email {subscriber.email} is already defined by the "
                                                         f"profile file {owner[1]}; remove one of the two"))
+        elif owner is not None and owner[0] == "web":
+            report.problems.append(Problem(where, line, f"email {subscriber.email} signed up on the web page; "
+                                                        f"`digest subscribers remove {subscriber.email}` first to "
+                                                        "replace their profile"))
         else:
             keep.append(subscriber)
     store.put_subscribers(keep, "import")

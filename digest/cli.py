@@ -67,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     imports.add_argument("path", type=Path, metavar="FILE.csv|DIR")
     exports = actions.add_parser("export", help="write every subscriber as CSV (the shape import reads)")
     exports.add_argument("--out", type=Path, metavar="FILE.csv", help="file to write (default: standard output)")
-    remove = actions.add_parser("remove", help="remove an imported subscriber from the store")
+    remove = actions.add_parser("remove", help="remove an imported (or web) subscriber from the store")
     remove.add_argument("email")
 
     preview = commands.add_parser("preview", help="write each digest as .html, .txt and .eml files")
@@ -212,7 +212,7 @@ def _subscribers_export(app: App, args: argparse.Namespace) -> int:
 
 
 def _subscribers_remove(app: App, args: argparse.Namespace) -> int:
-    if not app.store.remove_subscriber(args.email, "import"):
+    if not (app.store.remove_subscriber(args.email, "import") or app.store.remove_subscriber(args.email, "web")):
         owner = app.store.owners([args.email.lower()]).get(args.email.lower())
         where = f"; it is defined by the profile file {owner[1]}: delete that file" if owner else ""
         raise UsageError(f"no imported subscriber {args.email!r}{where}")

@@ -15,6 +15,7 @@ from typing import Any
 from .errors import ConfigError
 from .models import Newsletter
 from .sources.live import KINDS, SourceSpec
+from .topics import Topic, read_topics
 
 CONFIG_ENV = "DIGEST_CONFIG"
 DEFAULT_FILE = "digest.toml"
@@ -186,6 +187,21 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("web", "link_days", int, 30,
             "Days the preferences and feedback links of an email work after its date (the unsubscribe link "
             "never expires).", minimum=1),
+    Setting("signup", "enabled", bool, True,
+            "Answer the signup page (`/subscribe`) and its confirmation links; `false`: 404, nobody can sign up."),
+    Setting("signup", "confirm_hours", int, 48,
+            "Hours a signup's confirmation link works; after that the reader signs up again.", minimum=1,
+            maximum=24 * 30),
+    Setting("signup", "per_ip_hour", int, 10,
+            "Signup forms one IP address (an IPv6 /64) may send in an hour; more get 429.", minimum=1,
+            maximum=1_000_000),
+    Setting("signup", "per_address_day", int, 3,
+            "Signups for one email address in a day (so nobody can flood an inbox with confirmations); more "
+            "get 429.", minimum=1, maximum=1000),
+    Setting("signup", "proxy_hops", int, 0,
+            "Reverse proxies in front of `digest serve` that add the client's address to X-Forwarded-For "
+            "(nginx with `$proxy_add_x_forwarded_for`: 1). 0: the connecting address is the client's.",
+            minimum=0, maximum=10),
     Setting("fetch", "timeout", (int, float), 30.0,
             "Seconds to wait on a source's server in one attempt before giving up on that attempt.", minimum=0.1,
             maximum=3600),
@@ -330,11 +346,11 @@ CHECKS = {"email": _email_problem, "url": _url_problem, "https": lambda v: _url_
 
 
 def _validate(raw: dict[str, Any], where: str) -> dict[str, dict[str, Any]]:
-    sections = sorted({s.section for s in SETTINGS} | {"sources"})
+    sections = sorted({s.section for s in SETTINGS} | {"sources", "topics"})
     values: dict[str, dict[str, Any]] = {}
     for section, table in raw.items():
-        if section == "sources":
-            continue  # an array of tables, read by _sources
+        if section in ("sources", "topics"):
+            continue  # arrays of tables, read by _sources and read_topics
         if section not in sections:
             raise ConfigError(f"{where}: unknown section [{_shown(section)}]{_hint(section, sections)}")
         if not isinstance(table, dict):
@@ -367,6 +383,7 @@ class Config(SimpleNamespace):
     source: Path | None
     base: Path
     sources: tuple[SourceSpec, ...]
+    topics: tuple[Topic, ...]
 
     @property
     def newsletter_info(self) -> Newsletter:
@@ -408,12 +425,13 @@ def build_config(raw: dict[str, Any], *, base: Path, source: Path | None = None)
     where = str(source) if source else "settings"
     values = _validate(raw, where)
     sources = _sources(raw.get("sources"), where, base)
+    topics = read_topics(raw.get("topics"), where)
     sections: dict[str, SimpleNamespace] = {}
     for setting in SETTINGS:
         value = values.get(setting.section, {}).get(setting.key, setting.default)
         ns = sections.setdefault(setting.section, SimpleNamespace())
         setattr(ns, setting.key, _resolve(setting, value, base))
-    return Config(source=source, base=base, sources=sources, **sections)
+    return Config(source=source, base=base, sources=sources, topics=topics, **sections)
 
 
 def load_config(path: Path | None = None, *, cwd: Path | None = None, required: bool = False) -> Config:

@@ -222,6 +222,14 @@ class _Validator:
                         seed_papers=tuple(s.strip() for s in seeds))
 
 
+def check_interest(table: dict[str, Any], number: int) -> tuple[Interest | None, list[str]]:
+    """One interest table (a profile's, or a topic of the signup page's catalogue): the Interest, or what is wrong
+    (each message starting "interest N:", N = `number` + 1)."""
+    validator = _Validator("", lambda _key, _n: 0)
+    interest = validator._interest(number, table)
+    return interest, [p.message for p in validator.problems]
+
+
 def parse_profile(path: Path) -> tuple[Subscriber | None, list[Problem]]:
     """Read and validate one profile file."""
     try:

@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from itsdangerous import BadSignature, URLSafeSerializer
 
 ACTIONS = ("unsubscribe", "preferences", "feedback")
+SEALED = ("signup-confirm",)  # sealed payloads of other rooms (`seal`), never read as link tokens
 _EPOCH = date(2000, 1, 1).toordinal()  # issue days are counted from here, in three bytes (until the year 47,000)
 
 
@@ -60,7 +61,7 @@ class Signer:
 
     @staticmethod
     def _aad(action: str) -> list[bytes]:
-        if action not in ACTIONS:
+        if action not in ACTIONS + SEALED:
             raise ValueError(f"unknown token action {action!r}")
         return [f"paper-digest.{action}".encode()]
 
@@ -72,6 +73,8 @@ class Signer:
 
     def check(self, action: str, token: str) -> Token:
         """What a valid token for `action` says; BadToken for anything else."""
+        if action not in ACTIONS:
+            raise ValueError(f"unknown token action {action!r}")
         aad = self._aad(action)
         if "." in token:  # base64url has no dot; the itsdangerous tokens mailed before have one
             return self._check_legacy(action, token)
@@ -79,6 +82,22 @@ class Signer:
             plain = self._cipher.decrypt(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)), aad)
             return Token(plain[3:].decode(), date.fromordinal(int.from_bytes(plain[:3], "big") + _EPOCH))
         except (InvalidTag, binascii.Error, ValueError, UnicodeDecodeError) as exc:
+            raise BadToken("invalid or altered link") from exc
+
+    def seal(self, purpose: str, payload: bytes) -> str:
+        """`payload` encrypted and authenticated for one of SEALED's purposes, as URL-safe text."""
+        if purpose not in SEALED:
+            raise ValueError(f"unknown sealed purpose {purpose!r}")
+        return base64.urlsafe_b64encode(self._cipher.encrypt(payload, self._aad(purpose))).rstrip(b"=").decode()
+
+    def unseal(self, purpose: str, token: str) -> bytes:
+        """The payload `seal` put in `token` for `purpose`; BadToken for anything forged, altered or truncated."""
+        if purpose not in SEALED:
+            raise ValueError(f"unknown sealed purpose {purpose!r}")
+        try:
+            return self._cipher.decrypt(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)),
+                                        self._aad(purpose))
+        except (InvalidTag, binascii.Error, ValueError) as exc:
             raise BadToken("invalid or altered link") from exc
 
     def make_legacy(self, action: str, email: str) -> str:

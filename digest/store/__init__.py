@@ -1,7 +1,7 @@
 """All database I/O: papers and their upvote history, the send log, suppressions, feedback, caches (SQLAlchemy Core).
 
 The schema and row helpers are in `tables`, the records handed out in `records`, and Store's
-methods in one mixin per concern: `papers`, `sendlog`, `runs`, `feedback`.
+methods in one mixin per concern: `papers`, `sendlog`, `runs`, `feedback`, `signups`.
 """
 
 from __future__ import annotations
@@ -22,13 +22,15 @@ from .records import DeliveryRecord, FetchRecord, IngestCounts, Preference, RunR
 from .roster import FileState, RosterStore, SlotCount
 from .runs import RunStore
 from .sendlog import SendLogStore
+from .signups import Confirmation, SignupRecord, SignupStore
 from .tables import meta
 
-__all__ = ["Claim", "ClaimStore", "DeliveryRecord", "FeedbackStore", "FetchRecord", "FileState", "IngestCounts",
-           "Preference", "Queue", "RosterStore", "RunRecord", "SlotCount", "Store"]
+__all__ = ["Claim", "ClaimStore", "Confirmation", "DeliveryRecord", "FeedbackStore", "FetchRecord", "FileState",
+           "IngestCounts", "Preference", "Queue", "RosterStore", "RunRecord", "SignupRecord", "SignupStore",
+           "SlotCount", "Store"]
 
 
-class Store(PaperStore, SendLogStore, ClaimStore, RosterStore, RunStore, FeedbackStore):
+class Store(PaperStore, SendLogStore, ClaimStore, RosterStore, RunStore, FeedbackStore, SignupStore):
     """The database: open it with a SQLAlchemy URL; a new database is made at the current schema."""
 
     def __init__(self, url: str, *, check_schema: bool = True) -> None:

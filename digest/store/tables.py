@@ -128,11 +128,11 @@ embeddings = sa.Table(
     sa.Column("vector", sa.LargeBinary, nullable=False),  # float32, little-endian
 )
 
-subscribers = sa.Table(  # every valid subscriber, whatever its source (profile file or import)
+subscribers = sa.Table(  # every valid subscriber, whatever its source (profile file, import, web signup)
     "subscribers", metadata,
     sa.Column("email_key", sa.String, primary_key=True),  # lower-case address: one subscriber per address
     sa.Column("email", sa.String, nullable=False),  # as written
-    sa.Column("source", sa.String, nullable=False),  # file | import
+    sa.Column("source", sa.String, nullable=False),  # file | import | web (a confirmed signup)
     sa.Column("path", sa.String),  # the profile file, for source = file
     sa.Column("timezone", sa.String, nullable=False),
     sa.Column("send_at", sa.String, nullable=False),  # HH:MM
@@ -166,6 +166,37 @@ workers = sa.Table(  # each send run or worker process: who, where, how far (for
     sa.Column("failed", sa.Integer, nullable=False, default=0),
     sa.Column("deferred", sa.Integer, nullable=False, default=0),
     sa.Column("skipped", sa.Integer, nullable=False, default=0),
+)
+
+signups = sa.Table(  # web signups waiting for their confirmation link to be followed (revision 0004)
+    "signups", metadata,
+    sa.Column("email_key", sa.String, primary_key=True),  # lower-case: one open signup per address
+    sa.Column("email", sa.String, nullable=False),  # as typed
+    sa.Column("status", sa.String, nullable=False),  # pending | held (a profile file or an import has the address)
+    sa.Column("nonce", sa.String, nullable=False),  # names the latest confirmation link; older links are void
+    sa.Column("profile", sa.Text, nullable=False),  # the profile asked for, as the subscribers table keeps it
+    sa.Column("requested_at", sa.DateTime, nullable=False, index=True),
+    sa.Column("form_version", sa.String, nullable=False),  # the wording the reader saw (see digest.signup)
+    sa.Column("ip_hash", sa.String, nullable=False),  # keyed hash of the address the form came from
+    sa.Column("detail", sa.String, nullable=False),  # for the operator: who holds the address, when held
+)
+
+consents = sa.Table(  # the record of each confirmed signup (double opt-in): when, which wording, from where
+    "consents", metadata,
+    sa.Column("nonce", sa.String, primary_key=True),  # the confirmation link's: a second use finds it here
+    sa.Column("email_key", sa.String, nullable=False, index=True),
+    sa.Column("requested_at", sa.DateTime, nullable=False),
+    sa.Column("confirmed_at", sa.DateTime, nullable=False),
+    sa.Column("form_version", sa.String, nullable=False),
+    sa.Column("ip_hash", sa.String, nullable=False),  # of the form's sender
+    sa.Column("confirm_ip_hash", sa.String, nullable=False),  # of whoever pressed the confirm button
+)
+
+rate_limits = sa.Table(  # hits per key and fixed window, shared by every `digest serve` process on the store
+    "rate_limits", metadata,
+    sa.Column("key", sa.String, primary_key=True),
+    sa.Column("window_start", sa.BigInteger, primary_key=True),  # seconds since the epoch
+    sa.Column("hits", sa.Integer, nullable=False),
 )
 
 meta = sa.Table(

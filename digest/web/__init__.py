@@ -1,7 +1,8 @@
 """`digest serve`: the public endpoints every email links to, and the operator's preview pages (Flask).
 
 Public (under the path of `newsletter.base_url`): one-click unsubscribe (RFC 8058), preferences,
-feedback. Operator (under /admin): subscribers, any digest of any date as it will be sent. Pages
+feedback, and the signup page with its confirmation links (`signup`). Operator (under /admin):
+subscribers, any digest of any date as it will be sent. Pages
 are rendered by the renderer's own Jinja environment (templates/web/, overridable like the
 emails). The operator pages ask for a password on every interface (the one from the environment,
 or one made at start and printed) unless the operator turns that off; every request must name a
@@ -22,7 +23,7 @@ from flask import Flask, Response
 
 from ..errors import DigestError, UsageError
 from ..pipeline import App
-from . import guard, operator, public
+from . import guard, operator, public, signup
 from .common import CSP
 from .guard import is_loopback
 
@@ -53,6 +54,7 @@ def create_app(app: App, *, operator_password: str | None, bind: str = "127.0.0.
     guard.install(web, guard.allowed_hosts(app.newsletter.base_url, bind), app.newsletter.base_url)
     base = urlsplit(app.newsletter.base_url).path.rstrip("/")
     web.register_blueprint(public.blueprint, url_prefix=base or None)
+    web.register_blueprint(signup.blueprint, url_prefix=base or None)
     if operator_pages:
         web.register_blueprint(operator.blueprint, url_prefix="/admin")
     web.after_request(_secure)

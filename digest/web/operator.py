@@ -64,7 +64,8 @@ def index() -> str:
     roster = app.roster()
     return page("admin", day=day, prev_day=day - timedelta(days=1), next_day=day + timedelta(days=1),
                 rows=_rows(roster, day), problems=[str(p) for p in roster.problems],
-                runs=app.store.recent_runs(15), csrf=csrf_token(), lift_url=url_for("operator.lift"))
+                runs=app.store.recent_runs(15), csrf=csrf_token(), lift_url=url_for("operator.lift"),
+                held_signups=app.store.held_signups())
 
 
 @blueprint.post("/lift")

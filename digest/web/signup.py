@@ -1,0 +1,146 @@
+"""The signup pages: `/subscribe` (the form), `/confirm/<token>` (a button, then the welcome with today's digest).
+
+The work is done by `digest.signup.Signups`; this module turns HTTP into its calls and its refusals into pages.
+The form is protected against cross-site posts twice: the Origin/Referer check every POST here passes
+(`guard.same_site`), and a double-submit CSRF token (a random cookie, SameSite=Strict, and a form field
+holding its keyed hash). A GET of a confirmation link changes nothing (mail scanners follow links); the
+button's POST confirms.
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+import secrets
+from urllib.parse import urlsplit
+
+from flask import Blueprint, Response, abort, current_app, request
+
+from ..signup import Form, Invalid, Refused, Signups, zones
+from .common import CSP, current, page
+from .guard import host_name, same_site
+from .public import FREQUENCIES
+
+blueprint = Blueprint("signup", __name__)
+
+COOKIE = "digest_form"
+_COOKIE_VALUE = re.compile(r"^[A-Za-z0-9_-]{20,64}$")
+SCRIPT = """// Fills in the reader's time zone from the browser; they can still change it.
+(function () {
+  var field = document.getElementById("timezone");
+  if (!field || field.dataset.given) { return; }
+  try {
+    var zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+    if (zone) { field.value = zone; }
+  } catch (e) { /* an old browser: UTC stays */ }
+})();
+"""
+
+
+def room() -> Signups:
+    """The signup room of this web application (made on first use)."""
+    found = current_app.config.get("SIGNUPS")
+    if found is None:
+        found = current_app.config["SIGNUPS"] = Signups(current(), dict(FREQUENCIES))
+    return found  # type: ignore[no-any-return]
+
+
+@blueprint.before_request
+def _enabled() -> None:
+    if not current().config.signup.enabled:
+        abort(404)
+
+
+def client_ip() -> str:
+    """The reader's address: the connecting one, or (behind `signup.proxy_hops` proxies) the one they forwarded."""
+    hops = current().config.signup.proxy_hops
+    if hops:
+        forwarded = [part.strip() for part in request.headers.get("X-Forwarded-For", "").split(",") if part.strip()]
+        if len(forwarded) >= hops:
+            return forwarded[-hops]
+    return request.remote_addr or ""
+
+
+def _refused(exc: Refused) -> Response:
+    response = Response(page("message", heading=exc.heading, text=exc.text), exc.status,
+                        content_type="text/html; charset=utf-8")
+    if exc.retry_after:
+        response.headers["Retry-After"] = str(exc.retry_after)
+    return response
+
+
+def _form(form: Form, problems: list[str], status: int, *, given: bool) -> Response:
+    """The signup page (with the reader's values and what is wrong, after a POST), and its CSRF cookie."""
+    cookie = request.cookies.get(COOKIE, "")
+    if not _COOKIE_VALUE.match(cookie):
+        cookie = secrets.token_urlsafe(24)
+    html = page("subscribe", topics=current().config.topics, frequencies=FREQUENCIES, zones=sorted(zones()),
+                values=form, problems=problems, csrf=room().form_token(cookie), action=request.path, given=given,
+                script_url=request.path.rsplit("/", 1)[0] + "/subscribe.js")
+    response = Response(html, status, content_type="text/html; charset=utf-8")
+    base = urlsplit(current().newsletter.base_url)
+    response.set_cookie(COOKIE, cookie, httponly=True, samesite="Strict", path=base.path.rstrip("/") or "/",
+                        secure=host_name(request.host) == (base.hostname or "") and base.scheme == "https")
+    response.headers["Content-Security-Policy"] = CSP + "; script-src 'self'"
+    return response
+
+
+@blueprint.get("/subscribe")
+def subscribe_page() -> Response:
+    """The form: email, name, topics from the catalogue, own words, how often, time zone."""
+    return _form(Form(), [], 200, given=False)
+
+
+@blueprint.get("/subscribe.js")
+def subscribe_script() -> Response:
+    return Response(SCRIPT, content_type="text/javascript; charset=utf-8")
+
+
+@blueprint.post("/subscribe")
+def subscribe() -> Response:
+    """A form sent: the same "check your inbox" page for every address; a clear page for anything refused."""
+    if not same_site():
+        abort(403)
+    form = Form.of(request.form)
+    cookie = request.cookies.get(COOKIE, "")
+    token = request.form.get("csrf", "")
+    if not cookie or not hmac.compare_digest(token.encode(), room().form_token(cookie).encode()):
+        return _form(form, ["This form had expired. Please check it and send it again."], 403, given=True)
+    try:
+        room().request(form, client_ip())
+    except Invalid as exc:
+        return _form(form, exc.problems, 422, given=True)
+    except Refused as exc:
+        return _refused(exc)
+    return Response(page("subscribe-sent", email=form.email, hours=current().config.signup.confirm_hours),
+                    content_type="text/html; charset=utf-8")
+
+
+@blueprint.get("/confirm/<token>")
+def confirm_page(token: str) -> Response:
+    """What the signup asks for, and a button: a GET (a person, or a scanner following the link) confirms nothing."""
+    try:
+        link = room().link(token)
+        subscriber = room().pending(link)
+    except Refused as exc:
+        return _refused(exc)
+    return Response(page("confirm", subscriber=subscriber, frequency=room().describe(subscriber),
+                         action=request.path), content_type="text/html; charset=utf-8")
+
+
+@blueprint.post("/confirm/<token>")
+def confirm(token: str) -> Response:
+    """The button: the subscription starts, the welcome email goes, and the page shows today's digest."""
+    if not same_site():
+        abort(403)
+    try:
+        welcome = room().confirm(room().link(token), client_ip())
+    except Refused as exc:
+        return _refused(exc)
+    links = welcome.links
+    html = page("welcome", subscriber=welcome.subscriber, updated=welcome.updated, preview=welcome.preview,
+                frequency=room().describe(welcome.subscriber), problems=welcome.problems,
+                preferences_url=urlsplit(links.preferences).path, unsubscribe_url=urlsplit(links.unsubscribe).path)
+    response = Response(html, content_type="text/html; charset=utf-8")
+    response.headers["Content-Security-Policy"] = CSP + "; frame-src 'self'"
+    return response
