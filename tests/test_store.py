@@ -74,13 +74,13 @@ def test_a_database_from_before_migrations_must_be_upgraded_and_keeps_its_data(t
             conn.execute(sa.text("INSERT INTO suppressions VALUES (:e, 'unsubscribed', '2026-06-11 07:00:00')"),
                          {"e": email})
     engine.dispose()
-    with pytest.raises(StoreError, match=r"revision 0001.*needs 0002: run `digest db upgrade`"):
+    with pytest.raises(StoreError, match=r"revision 0001.*needs 0003: run `digest db upgrade`"):
         Store(url)
     (tmp_path / "digest.toml").write_text('[store]\nurl = "sqlite:///old.db"\n')
     upgrade = subprocess.run([sys.executable, "-m", "digest", "db", "upgrade"], cwd=tmp_path, text=True,
                              capture_output=True, timeout=60)
     assert upgrade.returncode == 0, upgrade.stderr
-    assert "schema upgraded from 0001 to 0002" in upgrade.stdout
+    assert "schema upgraded from 0001 to 0003" in upgrade.stdout
     store = Store(url)
     [record] = store.deliveries_on(date(2026, 6, 11))
     assert record.status == "sent" and record.claimed_by is None

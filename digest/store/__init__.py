@@ -14,21 +14,24 @@ from sqlalchemy.engine import Engine
 
 from ..errors import StoreError
 from . import schema
+from .bounces import BounceEvent, BounceStore, SoftPolicy
 from .claims import Claim, ClaimStore, Queue
 from .engine import explain, make_engine
 from .feedback import FeedbackStore
 from .papers import PaperStore
+from .privacy import PrivacyStore, forgotten_key
 from .records import DeliveryRecord, FetchRecord, IngestCounts, Preference, RunRecord
 from .roster import FileState, RosterStore, SlotCount
 from .runs import RunStore
 from .sendlog import SendLogStore
 from .tables import meta
 
-__all__ = ["Claim", "ClaimStore", "DeliveryRecord", "FeedbackStore", "FetchRecord", "FileState", "IngestCounts",
-           "Preference", "Queue", "RosterStore", "RunRecord", "SlotCount", "Store"]
+__all__ = ["BounceEvent", "BounceStore", "Claim", "ClaimStore", "DeliveryRecord", "FeedbackStore", "FetchRecord",
+           "FileState", "IngestCounts", "Preference", "PrivacyStore", "Queue", "RosterStore", "RunRecord", "SlotCount",
+           "SoftPolicy", "Store", "forgotten_key"]
 
 
-class Store(PaperStore, SendLogStore, ClaimStore, RosterStore, RunStore, FeedbackStore):
+class Store(PaperStore, SendLogStore, ClaimStore, RosterStore, RunStore, FeedbackStore, BounceStore, PrivacyStore):
     """The database: open it with a SQLAlchemy URL; a new database is made at the current schema."""
 
     def __init__(self, url: str, *, check_schema: bool = True) -> None:
