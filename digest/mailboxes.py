@@ -33,7 +33,10 @@ def maildir(path: Path) -> Iterator[Item]:
     """Every message of a Maildir (new/ and cur/), in name order."""
     if not (path / "cur").is_dir() or not (path / "new").is_dir():
         raise UsageError(f"{path} is not a Maildir (it needs cur/ and new/ folders)")
-    box = mailbox.Maildir(path, factory=None, create=False)
+    return _maildir_items(mailbox.Maildir(path, factory=None, create=False), path)
+
+
+def _maildir_items(box: mailbox.Maildir, path: Path) -> Iterator[Item]:
     for key in sorted(box.keys()):
         where = f"{path}: message {key}"
         try:
@@ -51,6 +54,10 @@ def mbox(path: Path) -> Iterator[Item]:
         keys = list(box.keys())
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    return _mbox_items(box, keys, path)
+
+
+def _mbox_items(box: mailbox.mbox, keys: list[str], path: Path) -> Iterator[Item]:
     for number, key in enumerate(keys, start=1):
         where = f"{path}: message {number}"
         try:
@@ -80,11 +87,22 @@ def imap(url: str, environ: Mapping[str, str], password_env: str) -> Iterator[It
     conn = _imap_connect(parts.scheme, parts.hostname, parts.port, shown)
     try:
         conn.login(unquote(parts.username), password)
-        kind, _ = conn.select(_quoted(folder), readonly=True)
-        if kind != "OK":
-            raise DigestError(f"{shown}: no such mailbox")
-        kind, found = conn.uid("SEARCH", None, "ALL")
-        uids = found[0].split() if kind == "OK" and found and found[0] else []
+        selected, _ = conn.select(_quoted(folder), readonly=True)
+        kind, found = conn.uid("SEARCH", None, "ALL") if selected == "OK" else ("NO", [])
+    except (imaplib.IMAP4.error, OSError) as exc:
+        with contextlib.suppress(imaplib.IMAP4.error, OSError):
+            conn.logout()
+        raise DigestError(f"{shown}: {exc}") from exc
+    if selected != "OK":
+        with contextlib.suppress(imaplib.IMAP4.error, OSError):
+            conn.logout()
+        raise DigestError(f"{shown}: no such mailbox")
+    uids = found[0].split() if kind == "OK" and found and found[0] else []
+    return _imap_items(conn, uids, shown)
+
+
+def _imap_items(conn: imaplib.IMAP4, uids: list[bytes], shown: str) -> Iterator[Item]:
+    try:
         for uid in uids:
             where = f"{shown}: message UID {uid.decode()}"
             kind, fetched = conn.uid("FETCH", uid, "(BODY.PEEK[])")
