@@ -28,7 +28,7 @@ CSV_FIELDS = ("email", "name", "timezone", "send_at", "frequency", "max_papers",
 LIST_SEPARATOR = ";"  # within a cell: keywords, seed papers, exclusions
 IMPORT_BATCH = 2000  # subscribers written per transaction
 ERASED = ("this address was erased at its owner's request (`digest subscribers forget`) and is never mailed "
-          "again: delete it here")
+          "again: take it out of this file")
 
 
 @dataclass

@@ -461,7 +461,7 @@ def sa_errors() -> type[Exception]:
 
 def cmd_status(config: Config, args: argparse.Namespace) -> int:
     from .schedule import Slot
-    from .status import ATTENTION, LIST_LIMIT, delivery_lines, large_list, render_status
+    from .status import ATTENTION, LIST_LIMIT, delivery_lines, large_list, render_status, suppression_section
 
     app = _app(config)
     now = datetime.now(UTC)
@@ -478,10 +478,12 @@ def cmd_status(config: Config, args: argparse.Namespace) -> int:
             counts, lines = large_list(total, store.delivery_counts(day), store.deliveries_in(day, ATTENTION, 50),
                                        store.count_suppressed())
         runs = store.recent_runs()
+        suppressions = suppression_section(store, config.bounces.soft_limit, config.bounces.soft_window_days, now)
         text = render_status(now=now, day=day, runs=runs, fetches=store.fetches(), lines=lines, counts=counts,
                              slots={Slot(c.timezone, c.send_at, c.frequency): c.subscribers
                                     for c in store.slot_counts()},
-                             workers=store.workers(now.replace(tzinfo=None) - timedelta(days=1)))
+                             workers=store.workers(now.replace(tzinfo=None) - timedelta(days=1)),
+                             suppressions=suppressions)
     finally:
         app.close()
     print(text)
