@@ -59,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument("paths", nargs="*", type=Path, help="files or folders (default: [ingest] paths)")
     ingest.add_argument("--date", type=_date, default=None, help="the day these papers were seen (default: today)")
 
-    subs = commands.add_parser("subscribers", help="check, list, import, export or remove subscribers")
+    subs = commands.add_parser("subscribers", help="check, list, import, export, remove or forget subscribers")
     actions = subs.add_subparsers(dest="action", required=True, metavar="ACTION")
     actions.add_parser("check", help="validate every profile file; print each problem as file:line: message")
     actions.add_parser("list", help="one line per subscriber: email, name, schedule, topics")
