@@ -8,6 +8,8 @@ from datetime import date, timedelta
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from digest.bounces import read_mailbox
 from digest.mail import message_id
@@ -194,11 +196,25 @@ def test_the_command_names_each_bad_message_and_exits_1_and_0_once_clean(tmp_pat
 
 def test_bounce_settings_are_checked(tmp_path):
     """bounces.soft_limit below 1, an unknown [bounces] key or a return path that is no address: exit 2, named."""
-    for settings, expected in (("[bounces]\nsoft_limit = 0\n", "bounces.soft_limit must be at least 1"),
+    for toml, expected in (("[bounces]\nsoft_limit = 0\n", "bounces.soft_limit must be at least 1"),
                                ("[bounces]\nsoft_windows = 3\n", "unknown setting bounces.soft_windows"),
                                ('[delivery]\nreturn_path = "nobody"\n', "delivery.return_path must be an email")):
-        folder = tmp_path / str(abs(hash(settings)))
+        folder = tmp_path / str(abs(hash(toml)))
         folder.mkdir()
-        result = run_cli(sample_site(folder, settings), "bounces", "--mbox", "x.mbox")
+        result = run_cli(sample_site(folder, toml), "bounces", "--mbox", "x.mbox")
         assert result.returncode == 2 and expected in result.stderr, result.stderr
 
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=2000) | st.builds(lambda head, body: head + body, st.sampled_from([
+    ms.postfix_dsn(ADA, report_id="<f@x>")[:400], ms.arf("To: a@b\r\n", report_id="<g@x>")[:500], b""]),
+    st.binary(max_size=800)))
+def test_random_bytes_are_a_report_or_unreadable_never_a_crash(data):
+    """Any bytes, or a real report's head with random bytes after it: a Report, or Unreadable saying why."""
+    try:
+        report = parse_report(data)
+    except Unreadable as exc:
+        assert str(exc)
+    else:
+        assert report.kind in ("dsn", "arf", "bounce", "other") and report.key
