@@ -27,6 +27,8 @@ CSV_FIELDS = ("email", "name", "timezone", "send_at", "frequency", "max_papers",
               "interest", "keywords", "description", "seed_papers", "weight")
 LIST_SEPARATOR = ";"  # within a cell: keywords, seed papers, exclusions
 IMPORT_BATCH = 2000  # subscribers written per transaction
+ERASED = ("this address was erased at its owner's request (`digest subscribers forget`) and is never mailed "
+          "again: take it out of this file")
 
 
 @dataclass
@@ -129,10 +131,13 @@ def _apply(store: Store, parsed: list[Parsed], removed: list[str], known: dict[s
     owners = {k: o for k, o in store.owners(keys).items() if not (o[0] == "file" and o[1] in going)}
     # Among the files read now, one that had the address before keeps it; otherwise the first by name.
     before = {state.email_key: path for path, state in known.items() if state.email_key and not state.problems}
+    forgotten = store.forgotten_among(keys)
     states, valid = [], []
     for path, mtime, size, digest, subscriber, problems in parsed:
         key = subscriber.email.lower() if subscriber else None
-        if subscriber is not None and key is not None and len(files_of[key]) > 1:
+        if key is not None and key in forgotten:  # the address is kept nowhere, this file's state included
+            problems, key = [Problem(path, 1, ERASED)], None
+        elif subscriber is not None and key is not None and len(files_of[key]) > 1:
             others = ", ".join(p for p in files_of[key] if p != path)
             problems = [Problem(path, 1, f"email {subscriber.email} is also the address of the profile file "
                                          f"{others}: one address, one profile; neither is sent until one goes")]
@@ -188,10 +193,13 @@ def _profile(path: Path, report: ImportReport) -> Imported | None:
 
 def _store(store: Store, batch: list[Imported], report: ImportReport) -> None:
     owners = store.owners([s.email.lower() for s, _, _ in batch])
+    forgotten = store.forgotten_among([s.email for s, _, _ in batch])
     keep = []
     for subscriber, where, line in batch:
         owner = owners.get(subscriber.email.lower())
-        if owner is not None and owner[0] == "file":
+        if subscriber.email.lower() in forgotten:
+            report.problems.append(Problem(where, line, ERASED))
+        elif owner is not None and owner[0] == "file":
             report.problems.append(Problem(where, line, f"email {subscriber.email} is already defined by the "
                                                         f"profile file {owner[1]}; remove one of the two"))
         elif owner is not None and owner[0] == "web":

@@ -59,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument("paths", nargs="*", type=Path, help="files or folders (default: [ingest] paths)")
     ingest.add_argument("--date", type=_date, default=None, help="the day these papers were seen (default: today)")
 
-    subs = commands.add_parser("subscribers", help="check, list, import, export or remove subscribers")
+    subs = commands.add_parser("subscribers", help="check, list, import, export, remove or forget subscribers")
     actions = subs.add_subparsers(dest="action", required=True, metavar="ACTION")
     actions.add_parser("check", help="validate every profile file; print each problem as file:line: message")
     actions.add_parser("list", help="one line per subscriber: email, name, schedule, topics")
@@ -69,6 +69,11 @@ def _parser() -> argparse.ArgumentParser:
     exports.add_argument("--out", type=Path, metavar="FILE.csv", help="file to write (default: standard output)")
     remove = actions.add_parser("remove", help="remove an imported (or web) subscriber from the store")
     remove.add_argument("email")
+    export_data = actions.add_parser("export-data", help="everything stored about one subscriber, as JSON")
+    export_data.add_argument("email")
+    forget = actions.add_parser("forget", help="erase a subscriber's data; keep the address only as a hash on the "
+                                               "suppression list, so it is never mailed again")
+    forget.add_argument("email")
 
     preview = commands.add_parser("preview", help="write each digest as .html, .txt and .eml files")
     preview.add_argument("--subscriber", metavar="EMAIL")
@@ -110,6 +115,13 @@ def _parser() -> argparse.ArgumentParser:
     db = commands.add_parser("db", help="the database schema: show its revision, or upgrade it")
     db.add_argument("action", choices=("upgrade", "current"),
                     help="upgrade: apply the migrations this version needs; current: print the revision")
+
+    bounces = commands.add_parser("bounces", help="read bounces and complaints from a mailbox; suppress addresses")
+    box = bounces.add_mutually_exclusive_group(required=True)
+    box.add_argument("--maildir", type=Path, metavar="PATH", help="a Maildir folder")
+    box.add_argument("--mbox", type=Path, metavar="FILE", help="an mbox file")
+    box.add_argument("--imap", metavar="URL", help="imaps://USER@HOST[:PORT]/MAILBOX (password: "
+                                                   "$DIGEST_IMAP_PASSWORD, bounces.imap_password_env)")
 
     status = commands.add_parser("status", help="recent runs, sources, deliveries of a date, next sends")
     status.add_argument("--date", type=_date, default=None, help="deliveries of this date (default: today, UTC)")
@@ -220,9 +232,28 @@ def _subscribers_remove(app: App, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _subscribers_export_data(app: App, args: argparse.Namespace) -> int:
+    from .privacy import export_data
+
+    print(json.dumps(export_data(app, args.email), ensure_ascii=False, indent=1))
+    return EXIT_OK
+
+
+def _subscribers_forget(app: App, args: argparse.Namespace) -> int:
+    from .privacy import forget
+
+    result = forget(app, args.email)
+    print(result.summary())
+    if result.profile_file:
+        print(f"digest: error: {args.email} is defined by the profile file {result.profile_file}: delete that file "
+              "(and its history); until then it is refused as a forgotten address and never sent", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
 SUBSCRIBER_ACTIONS: dict[str, Callable[[App, argparse.Namespace], int]] = {
     "list": _subscribers_list, "import": _subscribers_import, "export": _subscribers_export,
-    "remove": _subscribers_remove,
+    "remove": _subscribers_remove, "export-data": _subscribers_export_data, "forget": _subscribers_forget,
 }
 
 
@@ -377,6 +408,26 @@ def cmd_serve(config: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_bounces(config: Config, args: argparse.Namespace) -> int:
+    from .bounces import read_mailbox
+
+    app = _app(config)
+    try:
+        summary = read_mailbox(app, maildir=args.maildir, mbox=args.mbox, imap=args.imap)
+    finally:
+        app.close()
+    for problem in summary.problems:
+        print(f"error: {problem}", file=sys.stderr)
+    for note in summary.notes:
+        print(f"warning: {note}", file=sys.stderr)
+    for email, reason in summary.suppressed:
+        print(f"suppressed {email}: {reason}")
+    if summary.stopped:
+        print(f"digest: error: {summary.stopped} (the messages before were processed)", file=sys.stderr)
+    print(summary.line())
+    return EXIT_OK if summary.ok else EXIT_FAILED
+
+
 def cmd_db(config: Config, args: argparse.Namespace) -> int:
     from .store import schema
     from .store.engine import make_engine
@@ -410,7 +461,7 @@ def sa_errors() -> type[Exception]:
 
 def cmd_status(config: Config, args: argparse.Namespace) -> int:
     from .schedule import Slot
-    from .status import ATTENTION, LIST_LIMIT, delivery_lines, large_list, render_status
+    from .status import ATTENTION, LIST_LIMIT, delivery_lines, large_list, render_status, suppression_section
 
     app = _app(config)
     now = datetime.now(UTC)
@@ -427,10 +478,12 @@ def cmd_status(config: Config, args: argparse.Namespace) -> int:
             counts, lines = large_list(total, store.delivery_counts(day), store.deliveries_in(day, ATTENTION, 50),
                                        store.count_suppressed())
         runs = store.recent_runs()
+        suppressions = suppression_section(store, config.bounces.soft_limit, config.bounces.soft_window_days, now)
         text = render_status(now=now, day=day, runs=runs, fetches=store.fetches(), lines=lines, counts=counts,
                              slots={Slot(c.timezone, c.send_at, c.frequency): c.subscribers
                                     for c in store.slot_counts()},
-                             workers=store.workers(now.replace(tzinfo=None) - timedelta(days=1)))
+                             workers=store.workers(now.replace(tzinfo=None) - timedelta(days=1)),
+                             suppressions=suppressions)
     finally:
         app.close()
     print(text)
@@ -521,6 +574,7 @@ COMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
     "ingest": cmd_ingest, "subscribers": cmd_subscribers, "preview": cmd_preview,
     "send": cmd_send, "run": cmd_run, "fetch": cmd_fetch, "schedule": cmd_schedule, "status": cmd_status,
     "serve": cmd_serve, "rank": cmd_rank, "feedback": cmd_feedback, "db": cmd_db, "worker": cmd_worker,
+    "bounces": cmd_bounces,
 }
 
 

@@ -75,6 +75,18 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("delivery", "suppress_after", int, 1,
             "Hard bounces (5xx for the address) in a row after which the address is suppressed.", minimum=1,
             maximum=1000),
+    Setting("delivery", "return_path", str, "",
+            "Envelope sender (Return-Path) of the digests, tagged per message as `local+TAG@domain` (VERP) so that "
+            "a bounce names its digest: the mailbox `digest bounces` reads, which must take `local+anything` "
+            "(Postfix: `recipient_delimiter = +`). Empty: newsletter.from_address, untagged.", check="email"),
+    Setting("bounces", "soft_limit", int, 3,
+            "Soft bounces (mailbox full, delayed, 4.x.x) of this many digests within bounces.soft_window_days "
+            "suppress an address; a hard bounce (5.1.1 …) suppresses it at once.", minimum=1, maximum=1000),
+    Setting("bounces", "soft_window_days", int, 14,
+            "Days over which soft bounces are counted (the window ends at each report's date).", minimum=1,
+            maximum=365),
+    Setting("bounces", "imap_password_env", str, "DIGEST_IMAP_PASSWORD",
+            "Environment variable holding the password of `digest bounces --imap` (never in the URL or a file)."),
     Setting("smtp", "host", str, "localhost", "SMTP server (relay or submission server).", check="host"),
     Setting("smtp", "port", int, 587, "SMTP port: 587 for starttls, 465 for ssl, 25 between servers.", minimum=1,
             maximum=65535),

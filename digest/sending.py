@@ -133,7 +133,8 @@ class Blocked:
 def make_transport(config: Config, environ: Mapping[str, str], *, test: bool = False) -> Transport:
     """The transport `delivery.transport` names; test sends to the outbox go to its `test/` folder."""
     if config.delivery.transport == "smtp":
-        return SmtpTransport(SmtpSettings.from_config(config, environ), config.newsletter.from_address)
+        return SmtpTransport(SmtpSettings.from_config(config, environ), config.newsletter.from_address,
+                             return_path=config.delivery.return_path)
     folder = Path(config.delivery.outbox)
     return OutboxTransport(folder / "test" if test else folder)
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from .errors import ConfigError, ConnectionTrouble, PermanentFailure, TemporaryFailure, TransportUnavailable
 from .mail import one_line
+from .returnpath import tagged_sender
 
 log = logging.getLogger("digest")
 
@@ -211,8 +212,10 @@ class SmtpTransport:
 
     name = "smtp"
 
-    def __init__(self, settings: SmtpSettings, sender: str, *, pacer: Pacer | None = None) -> None:
+    def __init__(self, settings: SmtpSettings, sender: str, *, pacer: Pacer | None = None,
+                 return_path: str = "") -> None:
         self.settings, self.sender = settings, sender
+        self.return_path = return_path  # when set, each message's envelope sender is tagged with its digest
         self.pacer = pacer or Pacer(settings.max_per_second, settings.max_per_hour)
         self.connections = 0  # opened so far
         self.troubled = 0  # tries in a row that ended with the connection broken or stalled
@@ -247,12 +250,12 @@ class SmtpTransport:
             conn = self._connection()
             reused = self._carried > 0
             try:
-                self._transaction(conn, recipient, data)
+                self._transaction(conn, recipient, data, day)
             except _Stale:
                 if not reused or self._watchdog.fired:
                     raise
                 log.debug("smtp: %s closed the idle connection; reconnecting", self.settings.where)
-                self._transaction(self._connection(), recipient, data)
+                self._transaction(self._connection(), recipient, data, day)
         except ConnectionTrouble as exc:
             self.troubled += 1
             if self._watchdog.fired:
@@ -323,13 +326,18 @@ class SmtpTransport:
         if s.username:
             conn.login(s.username, s.password)
 
-    def _transaction(self, conn: smtplib.SMTP, recipient: str, data: bytes) -> None:
+    def envelope_sender(self, recipient: str, day: date) -> str:
+        """MAIL FROM: the return path tagged with this digest, else the From address."""
+        return tagged_sender(self.return_path, recipient, day) if self.return_path else self.sender
+
+    def _transaction(self, conn: smtplib.SMTP, recipient: str, data: bytes, day: date) -> None:
         self._watchdog.watch(conn)
+        sender = self.envelope_sender(recipient, day)
         if conn.has_extn("pipelining"):
-            return self._pipelined(conn, recipient, data)
+            return self._pipelined(conn, sender, recipient, data)
         stage = "MAIL FROM"
         try:
-            self._check(conn, stage, *conn.mail(self.sender))
+            self._check(conn, stage, *conn.mail(sender))
             stage = "RCPT TO"
             self._check(conn, stage, *conn.rcpt(recipient))
             stage = "DATA"
@@ -339,7 +347,7 @@ class SmtpTransport:
         except (smtplib.SMTPServerDisconnected, OSError) as exc:
             self._lost(stage, exc)
 
-    def _pipelined(self, conn: smtplib.SMTP, recipient: str, data: bytes) -> None:
+    def _pipelined(self, conn: smtplib.SMTP, sender: str, recipient: str, data: bytes) -> None:
         """RFC 2920: MAIL, RCPT and DATA in one write, their three replies read after; then the message.
 
         Two round trips a message instead of four. Each reply is still judged in order, so a refused
@@ -347,7 +355,7 @@ class SmtpTransport:
         """
         stage = "MAIL FROM"
         try:
-            conn.send(f"MAIL FROM:<{self.sender}>\r\nRCPT TO:<{recipient}>\r\nDATA\r\n")
+            conn.send(f"MAIL FROM:<{sender}>\r\nRCPT TO:<{recipient}>\r\nDATA\r\n")
             replies = [conn.getreply()]
             stage = "RCPT TO"
             replies.append(conn.getreply())

@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 from .claims import Owner
 from .models import Subscriber
 from .schedule import Slot, next_sends
-from .store import DeliveryRecord, FetchRecord, RunRecord
+from .store import DeliveryRecord, FetchRecord, RunRecord, Store
 from .subscribers import is_delivery_day
 
 STALE_WORKER_SECONDS = 120  # a worker reports after every batch; silent for longer, it probably died
@@ -53,7 +53,8 @@ def delivery_lines(subscribers: Sequence[Subscriber], day: date, records: Sequen
         if record is not None:
             lines.append(DeliveryLine(sub.email, record.status, _detail(record)))
         elif sub.email.lower() in suppressed:
-            lines.append(DeliveryLine(sub.email, "suppressed", f"{suppressed[sub.email.lower()]}: never sent"))
+            lines.append(DeliveryLine(sub.email, "suppressed", f"{why_suppressed(suppressed[sub.email.lower()])}: "
+                                                               "never sent"))
         elif paused.get(sub.email.lower()) and paused[sub.email.lower()] >= day:
             lines.append(DeliveryLine(sub.email, "paused", f"until {paused[sub.email.lower()]}"))
         elif not is_delivery_day(sub.frequency, day):
@@ -93,9 +94,45 @@ def large_list(total: int, day_counts: Mapping[str, int], records: Sequence[Deli
     return counts, [DeliveryLine(r.subscriber, r.status, r.detail) for r in records]
 
 
+SUPPRESSED_LIMIT = 50  # the newest suppressions listed by `digest status`
+
+
+def why_suppressed(reason: str) -> str:
+    """A suppression's reason as an operator reads it (bounces and complaints say their status and date already)."""
+    return {"unsubscribed": "unsubscribed by link", "forgotten": "forgotten: erased on request, kept only as a hash"
+            }.get(reason, reason)
+
+
+def shown_address(key: str) -> str:
+    """A suppressed address as listed: a forgotten one's hash cut short (it identifies nobody anyway)."""
+    return key[:19] + "…" if key.startswith("sha256:") else key
+
+
+def suppression_lines(records: Sequence[tuple[str, str, datetime]], total: int,
+                      soft: Mapping[str, int], soft_limit: int, soft_days: int) -> list[str]:
+    """Why each (newest) suppressed address is suppressed, and the addresses whose soft bounces are being counted."""
+    out = [f"Suppressed addresses ({total}{f', the newest {len(records)}' if total > len(records) else ''}):"]
+    out += [f"  {shown_address(email)}  since {since:%Y-%m-%d}: "
+            f"{why_suppressed(reason)}" for email, reason, since in records] or ["  (none)"]
+    held = {email for email, _, _ in records}
+    counting = sorted((e, n) for e, n in soft.items() if e not in held and not e.startswith("sha256:"))
+    if counting:
+        out += [f"Soft bounces being counted (suppressed at {soft_limit} within {soft_days} days):"]
+        out += [f"  {email}  {n} of {soft_limit}" for email, n in counting[:SUPPRESSED_LIMIT]]
+    return out
+
+
+def suppression_section(store: Store, soft_limit: int, soft_days: int, now: datetime) -> list[str]:
+    """The suppressed addresses and soft-bounce counts of `digest status`, read from the store."""
+    since = now.replace(tzinfo=None) - timedelta(days=soft_days)
+    return suppression_lines(store.suppression_records(SUPPRESSED_LIMIT), store.count_suppressed(),
+                             store.soft_bounce_counts(since), soft_limit, soft_days)
+
+
 def render_status(*, now: datetime, day: date, runs: Sequence[RunRecord], fetches: Sequence[FetchRecord],
                   lines: Sequence[DeliveryLine], slots: Mapping[Slot, int],
-                  workers: Sequence[Mapping[str, Any]] = (), counts: Mapping[str, int] | None = None) -> str:
+                  workers: Sequence[Mapping[str, Any]] = (), counts: Mapping[str, int] | None = None,
+                  suppressions: Sequence[str] = ()) -> str:
     """The whole report as text, section by section.
 
     `counts` (state → number) is given for a large list, when `lines` holds only the digests that
@@ -115,6 +152,8 @@ def render_status(*, now: datetime, day: date, runs: Sequence[RunRecord], fetche
         out.append(f"  (too many subscribers to list; the first {len(lines)} digests that need a look:)"
                    if lines else "  (too many subscribers to list; none needs a look)")
     out += [f"  {line.state:<10} {line.email}" + (f"  ({line.detail})" if line.detail else "") for line in lines]
+    if suppressions:
+        out += ["", *suppressions]
     out += ["", "Next scheduled sends:"]
     upcoming = next_sends(slots, now)
     out += [f"  {when:%Y-%m-%d %H:%M %Z}  {slot.frequency:<10} {n} subscriber{'s' * (n != 1)}"

@@ -24,6 +24,8 @@ COMMANDS = [
     ("subscribers", "remove", "a@example.org"), ("preview",), ("send",), ("run",), ("fetch",), ("worker",),
     ("schedule",), ("serve", "--port", "0"), ("db", "current"), ("db", "upgrade"), ("status",),
     ("rank", "--subscriber", "a@example.org"), ("feedback", "--subscriber", "a@example.org", "--paper", "x", "--more"),
+    ("bounces", "--mbox", "x.mbox"), ("subscribers", "export-data", "a@example.org"),
+    ("subscribers", "forget", "a@example.org"),
 ]
 
 

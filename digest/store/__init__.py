@@ -14,10 +14,12 @@ from sqlalchemy.engine import Engine
 
 from ..errors import StoreError
 from . import schema
+from .bounces import BounceEvent, BounceStore, SoftPolicy
 from .claims import Claim, ClaimStore, Queue
 from .engine import explain, make_engine
 from .feedback import FeedbackStore
 from .papers import PaperStore
+from .privacy import PrivacyStore, forgotten_key
 from .records import DeliveryRecord, FetchRecord, IngestCounts, Preference, RunRecord
 from .roster import FileState, RosterStore, SlotCount
 from .runs import RunStore
@@ -25,12 +27,13 @@ from .sendlog import SendLogStore
 from .signups import Confirmation, SignupRecord, SignupStore
 from .tables import meta
 
-__all__ = ["Claim", "ClaimStore", "Confirmation", "DeliveryRecord", "FeedbackStore", "FetchRecord", "FileState",
-           "IngestCounts", "Preference", "Queue", "RosterStore", "RunRecord", "SignupRecord", "SignupStore",
-           "SlotCount", "Store"]
+__all__ = ["BounceEvent", "BounceStore", "Claim", "ClaimStore", "Confirmation", "DeliveryRecord", "FeedbackStore",
+           "FetchRecord", "FileState", "IngestCounts", "Preference", "PrivacyStore", "Queue", "RosterStore",
+           "RunRecord", "SignupRecord", "SignupStore", "SlotCount", "SoftPolicy", "Store", "forgotten_key"]
 
 
-class Store(PaperStore, SendLogStore, ClaimStore, RosterStore, RunStore, FeedbackStore, SignupStore):
+class Store(PaperStore, SendLogStore, ClaimStore, RosterStore, RunStore, FeedbackStore, SignupStore, BounceStore,
+            PrivacyStore):
     """The database: open it with a SQLAlchemy URL; a new database is made at the current schema."""
 
     def __init__(self, url: str, *, check_schema: bool = True) -> None:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import date
+from datetime import date, datetime
 from typing import Any
 
 import sqlalchemy as sa
 
 from .claims import CHUNK
 from .engine import Base
+from .privacy import forgotten_key
 from .records import DeliveryRecord, Preference
 from .tables import _now, _record, deliveries, preferences, received, suppressions
 
@@ -168,19 +169,29 @@ class SendLogStore(Base):
             return True
 
     def suppress(self, email: str, reason: str) -> None:
+        """Suppress an address (unless it is already, or was erased: its hash suppresses it)."""
         with self.write() as conn:
             key = email.lower()  # addresses are kept lower-case here, so lookups use the key's index
-            if not conn.execute(sa.select(suppressions.c.email).where(suppressions.c.email == key)).first():
+            keys = [key, forgotten_key(key)]
+            if not conn.execute(sa.select(suppressions.c.email).where(suppressions.c.email.in_(keys))).first():
                 conn.execute(suppressions.insert().values(email=key, reason=reason, created_at=_now()))
 
     def suppressed_among(self, emails: Sequence[str]) -> dict[str, str]:
-        """Of these addresses, the suppressed ones (lower-case) with the reason."""
+        """Of these addresses, the suppressed ones (lower-case) with the reason; an erased one by its hash."""
         out: dict[str, str] = {}
         with self.engine.connect() as conn:
             for part in _chunks([e.lower() for e in emails]):
-                query = sa.select(suppressions).where(suppressions.c.email.in_(part))
-                out.update({r.email.lower(): r.reason for r in conn.execute(query)})
+                hashed = {forgotten_key(e): e for e in part or ()}
+                query = sa.select(suppressions).where(suppressions.c.email.in_([*(part or ()), *hashed]))
+                out.update({hashed.get(r.email, r.email).lower(): r.reason for r in conn.execute(query)})
         return out
+
+    def suppression_records(self, limit: int | None = None) -> list[tuple[str, str, datetime]]:
+        """(address or forgotten hash, reason, since) of every suppression, newest first."""
+        query = sa.select(suppressions).order_by(suppressions.c.created_at.desc(), suppressions.c.email)
+        with self.engine.connect() as conn:
+            rows = conn.execute(query if limit is None else query.limit(limit))
+            return [(r.email, r.reason, r.created_at) for r in rows]
 
     def suppressed(self) -> dict[str, str]:
         """Suppressed addresses (unsubscribed, bounced) with the reason."""

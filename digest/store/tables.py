@@ -50,6 +50,7 @@ deliveries = sa.Table(
     sa.Column("claimed_by", sa.String),  # the worker holding the claim (see digest.claims.Owner)
     sa.Column("lease_until", sa.DateTime),  # after this (UTC) another worker may take the claim over
     sa.Index("ix_deliveries_queue", "digest_date", "status"),
+    sa.Index("ix_deliveries_message_id", "message_id"),  # a bounce report names the digest by its Message-ID
 )
 
 received = sa.Table(
@@ -64,6 +65,25 @@ suppressions = sa.Table(
     sa.Column("email", sa.String, primary_key=True),  # lower-case (from revision 0002)
     sa.Column("reason", sa.String, nullable=False),
     sa.Column("created_at", sa.DateTime, nullable=False),
+)
+
+mail_reports = sa.Table(  # every report read by `digest bounces` (not the unreadable ones), so none counts twice
+    "mail_reports", metadata,
+    sa.Column("key", sa.String, primary_key=True),  # message-id:<…> of the report, else sha256:<hex> of its bytes
+    sa.Column("outcome", sa.String, nullable=False),  # hard | soft | complaint | unmatched | ignored
+    sa.Column("processed_at", sa.DateTime, nullable=False),
+)
+
+bounces = sa.Table(  # what the reports said about each address: hard and soft bounces, complaints
+    "bounces", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("report", sa.String, nullable=False),  # mail_reports.key
+    sa.Column("email", sa.String, nullable=False, index=True),  # lower-case; the forgotten key once erased
+    sa.Column("kind", sa.String, nullable=False),  # hard | soft | complaint
+    sa.Column("status", sa.String, nullable=False),  # the DSN status (5.1.1) or the feedback type (abuse)
+    sa.Column("detail", sa.Text, nullable=False),
+    sa.Column("digest_date", sa.Date),  # the digest it was about, when known
+    sa.Column("reported_at", sa.DateTime, nullable=False),  # the report's Date (UTC)
 )
 
 fetches = sa.Table(

@@ -15,6 +15,7 @@ from datetime import date, timedelta
 from flask import Blueprint, Response, abort, current_app, redirect, request, url_for
 
 from ..models import FIRST_DAY, LAST_DAY
+from ..status import SUPPRESSED_LIMIT, shown_address, why_suppressed
 from ..subscribers import Roster
 from .common import CSP, current, from_proxy, page
 from .guard import SAFE_METHODS, same_site
@@ -65,7 +66,10 @@ def index() -> str:
     return page("admin", day=day, prev_day=day - timedelta(days=1), next_day=day + timedelta(days=1),
                 rows=_rows(roster, day), problems=[str(p) for p in roster.problems],
                 runs=app.store.recent_runs(15), csrf=csrf_token(), lift_url=url_for("operator.lift"),
-                held_signups=app.store.held_signups())
+                held_signups=app.store.held_signups(),
+                suppressions=[(shown_address(email), why_suppressed(reason), since)
+                              for email, reason, since in app.store.suppression_records(SUPPRESSED_LIMIT)],
+                suppressed_total=app.store.count_suppressed())
 
 
 @blueprint.post("/lift")
@@ -85,7 +89,7 @@ def _rows(roster: Roster, day: date) -> list[dict[str, object]]:
     for sub in roster.subscribers:
         record = sent.get(sub.email.lower())
         state = record.status if record else "suppressed" if sub.email.lower() in suppressed else "not sent"
-        detail = (record.detail if record else suppressed.get(sub.email.lower(), "")) or ""
+        detail = (record.detail if record else why_suppressed(suppressed.get(sub.email.lower(), ""))) or ""
         rows.append({"email": sub.email, "name": sub.name, "valid": True, "state": state, "detail": detail,
                      "bounced": suppressed.get(sub.email.lower(), "").startswith("bounced"),
                      "schedule": f"{sub.frequency} at {sub.send_at:%H:%M} {sub.timezone}",

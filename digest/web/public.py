@@ -32,14 +32,17 @@ FREQUENCIES = [("daily", "Every day"), ("weekdays", "Monday to Friday")] + [
 PAUSES = [(7, "For a week"), (14, "For two weeks"), (30, "For a month"), (90, "For three months")]
 
 
-def _token(action: str, token: str) -> Token:
-    """The token's subject, or the 400 (bad) or 410 (expired) page."""
+def _token(action: str, token: str, *, erased: bool = False) -> Token:
+    """The token's subject, or the 400 (bad) or 410 (expired, or erased unless `erased`) page."""
     try:
         subject = current().signer.check(action, token)
     except BadToken:
         abort(400)
     if action != "unsubscribe" and _good_until(subject) < date.today():
         abort(410)
+    if not erased and current().store.is_forgotten(subject.email):  # nothing to show or change, nor to store again
+        abort(Response(page("message", heading="Your data was erased",
+                            text="Nothing about this address is kept, and it is never mailed again."), 410))
     return subject
 
 
@@ -125,7 +128,21 @@ def preferences(token: str) -> str | Response:
     return page("preferences", email=email, message=message, action=request.path, frequency=frequency,
                 frequency_label=dict(FREQUENCIES).get(frequency, frequency).lower(), frequencies=FREQUENCIES,
                 pauses=PAUSES, paused_until=paused, unsubscribed=reason is not None,
-                unsubscribe_url=links.unsubscribe if links else "")
+                unsubscribe_url=links.unsubscribe if links else "", forget_url=f"{request.path}/forget")
+
+
+@blueprint.route("/preferences/<token>/forget", methods=["GET", "POST"])
+def forget(token: str) -> str:
+    """Erase my data: the GET asks (with what it means), the POST erases (as `digest subscribers forget`)."""
+    subject = _token("preferences", token, erased=True)
+    done = current().store.is_forgotten(subject.email)  # a second POST (or a reload) finds it done
+    if request.method == "POST" and not done:
+        _same_site_or_403()
+        from ..privacy import forget as erase
+
+        erase(current(), subject.email)
+        done = True
+    return page("forget", email=subject.email, action=request.path, done=done)
 
 
 def _apply(email: str, form: dict[str, str]) -> str:

@@ -1,0 +1,143 @@
+"""The messages of a bounce mailbox: a Maildir folder, an mbox file, or an IMAP mailbox (read-only).
+
+Each message comes with a name an operator can find it by (the file and message); a message that
+cannot be read is handed on with the reason instead of its bytes, so one bad message never stops
+the others. Nothing is moved, flagged or deleted: `digest bounces` remembers what it has read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import imaplib
+import ipaddress
+import mailbox
+import ssl
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from .errors import DigestError, UsageError
+
+
+@dataclass(frozen=True)
+class Item:
+    """One message of a mailbox: where it is, and its bytes (or why they could not be read)."""
+
+    where: str
+    data: bytes | None
+    error: str = ""
+
+
+def maildir(path: Path) -> Iterator[Item]:
+    """Every message of a Maildir (new/ and cur/), in name order."""
+    if not (path / "cur").is_dir() or not (path / "new").is_dir():
+        raise UsageError(f"{path} is not a Maildir (it needs cur/ and new/ folders)")
+    return _maildir_items(mailbox.Maildir(path, factory=None, create=False), path)
+
+
+def _maildir_items(box: mailbox.Maildir, path: Path) -> Iterator[Item]:
+    for key in sorted(box.keys()):
+        where = f"{path}: message {key}"
+        try:
+            yield Item(where, box.get_bytes(key))
+        except (OSError, KeyError) as exc:  # removed or unreadable since the listing
+            yield Item(where, None, f"cannot read: {getattr(exc, 'strerror', None) or exc}")
+
+
+def mbox(path: Path) -> Iterator[Item]:
+    """Every message of an mbox file, in order (numbered from 1)."""
+    if not path.is_file():
+        raise UsageError(f"{path}: no such mbox file")
+    box = mailbox.mbox(path, factory=None, create=False)
+    try:
+        keys = list(box.keys())
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    return _mbox_items(box, keys, path)
+
+
+def _mbox_items(box: mailbox.mbox, keys: list[str], path: Path) -> Iterator[Item]:
+    for number, key in enumerate(keys, start=1):
+        where = f"{path}: message {number}"
+        try:
+            yield Item(where, box.get_bytes(key))
+        except OSError as exc:
+            yield Item(where, None, f"cannot read: {exc.strerror or exc}")
+    box.close()
+
+
+def imap(url: str, environ: Mapping[str, str], password_env: str) -> Iterator[Item]:
+    """Every message of an IMAP mailbox, `imaps://user@host[:port]/MAILBOX` (or `imap://` with STARTTLS), read-only.
+
+    The password comes from the environment variable `password_env`, never from the URL.
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("imap", "imaps") or not parts.hostname or not parts.username:
+        raise UsageError(f"--imap {url!r}: give imaps://USER@HOST[:PORT]/MAILBOX (or imap:// for STARTTLS)")
+    if parts.password:
+        raise UsageError(f"--imap: leave the password out of the URL; put it in ${password_env} "
+                         "(bounces.imap_password_env)")
+    password = environ.get(password_env, "")
+    if not password:
+        raise UsageError(f"--imap: the environment variable {password_env} (bounces.imap_password_env) holding the "
+                         "IMAP password is empty")
+    folder = unquote(parts.path.lstrip("/")) or "INBOX"
+    shown = f"{parts.scheme}://{parts.username}@{parts.hostname}{f':{parts.port}' if parts.port else ''}/{folder}"
+    conn = _imap_connect(parts.scheme, parts.hostname, parts.port, shown)
+    try:
+        conn.login(unquote(parts.username), password)
+        selected, _ = conn.select(_quoted(folder), readonly=True)
+        kind, found = conn.uid("SEARCH", None, "ALL") if selected == "OK" else ("NO", [])
+    except (imaplib.IMAP4.error, OSError) as exc:
+        with contextlib.suppress(imaplib.IMAP4.error, OSError):
+            conn.logout()
+        raise DigestError(f"{shown}: {exc}") from exc
+    if selected != "OK":
+        with contextlib.suppress(imaplib.IMAP4.error, OSError):
+            conn.logout()
+        raise DigestError(f"{shown}: no such mailbox")
+    uids = found[0].split() if kind == "OK" and found and found[0] else []
+    return _imap_items(conn, uids, shown)
+
+
+def _imap_items(conn: imaplib.IMAP4, uids: list[bytes], shown: str) -> Iterator[Item]:
+    try:
+        for uid in uids:
+            where = f"{shown}: message UID {uid.decode()}"
+            kind, fetched = conn.uid("FETCH", uid, "(BODY.PEEK[])")
+            data = next((item[1] for item in fetched or () if isinstance(item, tuple)), None)
+            yield Item(where, data) if kind == "OK" and data is not None else Item(where, None, "cannot fetch it")
+    except (imaplib.IMAP4.error, OSError) as exc:  # a refused login, a dropped connection: nothing more to read
+        raise DigestError(f"{shown}: {exc}") from exc
+    finally:
+        with contextlib.suppress(imaplib.IMAP4.error, OSError):
+            conn.logout()
+
+
+def _quoted(folder: str) -> str:
+    return '"' + folder.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _imap_connect(scheme: str, host: str, port: int | None, shown: str) -> imaplib.IMAP4:
+    context = ssl.create_default_context()
+    try:
+        if scheme == "imaps":
+            return imaplib.IMAP4_SSL(host, port or 993, ssl_context=context, timeout=60)
+        conn = imaplib.IMAP4(host, port or 143, timeout=60)
+        if "STARTTLS" in conn.capabilities:
+            conn.starttls(ssl_context=context)
+        elif not _loopback(host):
+            conn.shutdown()
+            raise UsageError(f"{shown} does not offer STARTTLS; not sending the password in plain text "
+                             "(use imaps://)")
+        return conn
+    except (OSError, imaplib.IMAP4.error) as exc:
+        raise DigestError(f"{shown}: cannot connect: {getattr(exc, 'strerror', None) or exc}") from exc
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
