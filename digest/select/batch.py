@@ -33,7 +33,7 @@ from .learn import DENSE_DIM, FeedbackModel, standardised
 from .pool import Index, Pool
 from .profile import CompiledInterest, Part, Signals, compile_interest, mean_reference, unit_reference
 from .rank import blocked_indices, boost
-from .scores import NO_MATCH, Scored, SelectSettings, calibrate, calibration, feedback_model, sigmoid
+from .scores import NO_MATCH, Scored, SelectSettings, blend, calibrate, calibration, feedback_model, sigmoid
 from .text import N_FEATURES
 
 TIE_MARGIN = 1e-3  # log-odds: candidates this close to the k-th, or to the floor, are kept too (rounding)
@@ -233,7 +233,7 @@ def _learned(run: _Run, rows: np.ndarray, best: np.ndarray) -> tuple[list[int], 
     models = [found[n] for n in with_model]
     share = np.array([m.clicks / (m.clicks + run.settings.feedback_clicks) for m in models])  # type: ignore[union-attr]
     learned = _model_logits(run.index, models, run.pool.dense_papers() if run.dense else None).T  # type: ignore[arg-type]
-    best[with_model] = (1 - share[:, None]) * best[with_model] + share[:, None] * learned
+    best[with_model] = blend(best[with_model], learned, share[:, None])
     return with_model, share, learned
 
 

@@ -108,7 +108,7 @@ class Explainer:
                 semantic = float(s.raw(n)[j]) - float(s.lexical[n][j])
                 if semantic >= MENTION_SHARE * raw:
                     reasons.append(f"close in meaning ({float(s.semantic[n][j]):.2f})")
-        if s.liked and s.model_logit is not None and s.share * (s.model_logit[j] - s.lexical_logit[j]) >= LIFT:
+        if s.liked and s.model_logit is not None and s.relevance_lift(j) >= LIFT:
             reasons.append(f"like “{_short(self._closest('liked1:', s.liked, i).title)}”, marked more")
         return tuple(reasons)
 

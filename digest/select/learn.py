@@ -10,8 +10,8 @@ regression (balanced classes, as arxiv-sanity-lite's per-tag SVM); only its `MAX
 word weights are kept (and every dense one), which keeps a stored model a few kB and a send run's
 models two matrix products.
 
-Its log-odds are blended with the calibrated keyword relevance (see `rank.py`) with the share
-clicks / (clicks + feedback_clicks): a few clicks move the next digest, many clicks dominate it.
+Its log-odds are blended with the calibrated keyword relevance (`scores.blend`, formula in `rank.py`) with
+the share clicks / (clicks + feedback_clicks): a few clicks move the next digest, many clicks dominate it.
 """
 
 from __future__ import annotations

@@ -14,10 +14,12 @@ paper's dense cosine similarity to the interest standardised over the pool, `den
 
     logit_i(d)   = A + B × log(raw_i(d) / ref_i) + log(weight_i) [+ dense_weight × z_i(d)]
     lexical(d)   = sigmoid(max_i logit_i(d))                  (no match at all: logit NO_MATCH)
-    relevance(d) = sigmoid((1 - s) × logit_lexical(d) + s × model(d)),   s = clicks / (clicks + feedback_clicks)
+    relevance(d) = sigmoid(L(d) + s × (model(d) − min(L(d), MODEL_A))),  L(d) = max_i logit_i(d),
+                   s = clicks / (clicks + feedback_clicks)
     score(d)     = relevance(d) with its odds × (1 + upvote_weight × trend(d)) × (1 + recency_weight × recency(d))
 
-model(d) is the log-odds of the subscriber's learned model (`learn.py`), when they have clicked.
+model(d) is the log-odds of the subscriber's learned model (`learn.py`), when they have clicked: it adds
+to the keywords' evidence where they found the paper, and takes the share s where they did not (`scores.blend`).
 An interest's weight multiplies its odds. trend(d) = log(1 + upvotes + comment_weight × comments),
 scaled to 1 for the pool's top paper; recency(d) = 0.5 ** (age in days / recency_half_life_days).
 A paper is eligible when it is not excluded, not already received, not marked *less*, and its

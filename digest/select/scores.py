@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..models import Interest, Paper, Subscriber
-from .learn import NEGATIVES, FeedbackModel, fit, sample
+from .learn import MODEL_A, NEGATIVES, FeedbackModel, fit, sample
 from .pool import Index, Pool
 from .profile import CompiledInterest, Signals, compile_interest, reference, seed_papers
 
@@ -59,6 +59,17 @@ def calibrate(raw: np.ndarray, unit: float | np.ndarray, weight: float | np.ndar
     with np.errstate(divide="ignore"):
         logit = a + b * np.log(np.maximum(raw, 0.0) / unit) + np.log(weight)
     return np.maximum(logit, NO_MATCH)
+
+
+def blend(lexical: np.ndarray, model: np.ndarray, share: float | np.ndarray) -> np.ndarray:
+    """The log-odds of relevance with the learned model's in: lexical + s × (model − min(lexical, MODEL_A)).
+
+    Where the keywords found a paper (log-odds above MODEL_A, the model's value for a typical paper of
+    the pool) the model adds its evidence to theirs, so clicks sharpen an interest and never dilute
+    what the keywords are sure of; where they found little or nothing, the model's log-odds take the
+    share s of the blend, so papers like the liked ones come in that no keyword names.
+    """
+    return lexical + share * (model - np.minimum(lexical, MODEL_A))  # type: ignore[no-any-return]
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
@@ -107,9 +118,16 @@ class Scored:
         self.lexical_logit = self.logits.max(axis=0)
         logit = self.lexical_logit
         if self.model_logit is not None:
-            logit = (1 - self.share) * logit + self.share * self.model_logit
+            logit = blend(logit, self.model_logit, self.share)
         self.relevance = sigmoid(logit)
         self.lexical_relevance = sigmoid(self.lexical_logit)
+
+    def relevance_lift(self, j: int) -> float:
+        """How much the learned model raised the j-th paper's log-odds over the keywords' (0 without one)."""
+        if self.model_logit is None:
+            return 0.0
+        lexical = self.lexical_logit[j:j + 1]
+        return float(blend(lexical, self.model_logit[j:j + 1], self.share)[0] - lexical[0])
 
     def raw(self, n: int) -> np.ndarray:
         """The n-th interest's raw score (BM25 units) of every paper, semantic similarity included."""
