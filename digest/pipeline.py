@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import date, timedelta
@@ -14,7 +15,7 @@ from email.message import EmailMessage
 from functools import cached_property
 from pathlib import Path
 
-from . import catalogue, sources
+from . import catalogue, dating, sources
 from .config import Config
 from .deliver import Outcome, RetryPolicy, Transport, safe_name, send_test, write_atomic
 from .dispatch import Dispatch
@@ -82,6 +83,8 @@ class App:
         self.dense = DenseEmbedder(self.store) if self.settings.dense_weight else None  # loaded on first use
         self._corpus: CorpusStats | None = None
         self._pool_corpus: CorpusStats | None = None
+        # a day's pool → the pool of that day's old papers, for the "Trending again" section (see `dating`)
+        self._again: weakref.WeakKeyDictionary[Pool, Pool] = weakref.WeakKeyDictionary()
         self.retry = RetryPolicy(config.delivery.attempts, float(config.delivery.retry_delay),
                                  breaker=config.delivery.max_connection_failures)
         self._transport = transport
@@ -148,10 +151,23 @@ class App:
         return self._corpus
 
     def pool(self, day: date, papers: Sequence[Paper] | None = None) -> Pool:
-        """The day's candidates (or the given papers) analysed once for every subscriber."""
-        if papers is None:
-            papers = self.store.candidates(day, self.config.select.window_days)
-        return Pool(papers, self.corpus(), embedder=self.embedder, dense=self.dense)
+        """The day's candidates (or the given papers) analysed once for every subscriber.
+
+        The day's own candidates are its recent papers; those published more than `select.max_age_days`
+        before it make a second pool, which only the "Trending again" section draws from.
+        """
+        if papers is not None:
+            return Pool(papers, self.corpus(), embedder=self.embedder, dense=self.dense)
+        recent, old = dating.split(self.store.candidates(day, self.config.select.window_days), day,
+                                   self.config.select.max_age_days)
+        pool = Pool(recent, self.corpus(), embedder=self.embedder, dense=self.dense)
+        if old and self.config.select.trending_again:
+            self._again[pool] = Pool(old, self.corpus(), embedder=self.embedder, dense=self.dense)
+        return pool
+
+    def _again_reader(self, subscriber: Subscriber) -> Subscriber:
+        """`subscriber` as the "Trending again" section ranks for them: a few papers at most."""
+        return replace(subscriber, max_papers=min(self.config.select.trending_again, subscriber.max_papers))
 
     def signals(self, subscribers: Sequence[Subscriber], day: date,
                 received: dict[str, set[int]] | None = None) -> dict[str, Signals]:
@@ -194,7 +210,8 @@ class App:
         return Links(unsubscribe=f"{base}/unsubscribe/{token('unsubscribe', email, day)}",
                      preferences=f"{base}/preferences/{token('preferences', email, day)}",
                      unsubscribe_mailto=self.newsletter.unsubscribe_mailto or None,
-                     feedback=f"{base}/feedback/{token('feedback', email, day)}")
+                     feedback=f"{base}/feedback/{token('feedback', email, day)}",
+                     view=f"{base}/view/{token('view', email, day)}")
 
     def compose(self, subscriber: Subscriber, day: date, pool: Pool, *, received: set[int] | None = None,
                 signals: Signals | None = None, test_to: str | None = None) -> Composed:
@@ -209,6 +226,10 @@ class App:
             known = {subscriber.email: received} if received is not None else None
             signals = self.signals([subscriber], day, known)[subscriber.email]
         digest = select_digest(pool, subscriber, day=day, settings=self.settings, signals=signals)
+        again = self._again.get(pool)
+        if again is not None and digest.count:
+            digest = dating.with_again(digest, select_digest(again, self._again_reader(subscriber), day=day,
+                                                             settings=self.settings, signals=signals))
         return self.finish(digest, pool, signals, test_to=test_to)
 
     def finish(self, digest: Digest, pool: Pool, signals: Signals, *, test_to: str | None = None) -> Composed:
@@ -323,7 +344,7 @@ class App:
             except Exception as exc:  # noqa: BLE001 - every digest of the batch fails with it, the run goes on
                 yield from (exc for _ in subscribers)
                 return
-            for subscriber, digest in zip(subscribers, self._select(pool, subscribers, day, signals), strict=True):
+            for subscriber, digest in zip(subscribers, self._with_again(pool, subscribers, day, signals), strict=True):
                 try:
                     if isinstance(digest, Exception):
                         raise digest
@@ -331,6 +352,19 @@ class App:
                 except Exception as exc:  # noqa: BLE001 - one broken digest must not stop the others
                     yield exc
         return compose
+
+    def _with_again(self, pool: Pool, subscribers: Sequence[Subscriber], day: date,
+                    signals: dict[str, Signals]) -> list[Digest | Exception]:
+        """The batch's digests, each with its "Trending again" section when the day has old papers."""
+        digests = self._select(pool, subscribers, day, signals)
+        again = self._again.get(pool)
+        wanted = [s for s, d in zip(subscribers, digests, strict=True) if isinstance(d, Digest) and d.count]
+        if again is None or not wanted:
+            return digests
+        olds = dict(zip([s.email for s in wanted], self._select(again, [self._again_reader(s) for s in wanted], day,
+                                                                   signals), strict=True))
+        return [dating.with_again(d, o) if isinstance(d, Digest) and isinstance(o := olds.get(s.email), Digest)
+                else d for s, d in zip(subscribers, digests, strict=True)]
 
     def _select(self, pool: Pool, subscribers: Sequence[Subscriber], day: date,
                 signals: dict[str, Signals]) -> list[Digest | Exception]:
