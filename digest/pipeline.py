@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import os
-import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import date, timedelta
@@ -83,8 +82,6 @@ class App:
         self.dense = DenseEmbedder(self.store) if self.settings.dense_weight else None  # loaded on first use
         self._corpus: CorpusStats | None = None
         self._pool_corpus: CorpusStats | None = None
-        # a day's pool → the pool of that day's old papers, for the "Trending again" section (see `dating`)
-        self._again: weakref.WeakKeyDictionary[Pool, Pool] = weakref.WeakKeyDictionary()
         self.retry = RetryPolicy(config.delivery.attempts, float(config.delivery.retry_delay),
                                  breaker=config.delivery.max_connection_failures)
         self._transport = transport
@@ -151,23 +148,15 @@ class App:
         return self._corpus
 
     def pool(self, day: date, papers: Sequence[Paper] | None = None) -> Pool:
-        """The day's candidates (or the given papers) analysed once for every subscriber.
+        """The day's candidates (or the given papers) analysed once for every subscriber."""
+        if papers is None:
+            papers = self.store.candidates(day, self.config.select.window_days)
+        return Pool(papers, self.corpus(), embedder=self.embedder, dense=self.dense)
 
-        The day's own candidates are its recent papers; those published more than `select.max_age_days`
-        before it make a second pool, which only the "Trending again" section draws from.
-        """
-        if papers is not None:
-            return Pool(papers, self.corpus(), embedder=self.embedder, dense=self.dense)
-        recent, old = dating.split(self.store.candidates(day, self.config.select.window_days), day,
-                                   self.config.select.max_age_days)
-        pool = Pool(recent, self.corpus(), embedder=self.embedder, dense=self.dense)
-        if old and self.config.select.trending_again:
-            self._again[pool] = Pool(old, self.corpus(), embedder=self.embedder, dense=self.dense)
-        return pool
-
-    def _again_reader(self, subscriber: Subscriber) -> Subscriber:
-        """`subscriber` as the "Trending again" section ranks for them: a few papers at most."""
-        return replace(subscriber, max_papers=min(self.config.select.trending_again, subscriber.max_papers))
+    @cached_property
+    def ages(self) -> dating.Ages:
+        """How old a paper may be to be shown as new, and how many older ones a digest may show apart."""
+        return dating.Ages(self.config.select.max_age_days, self.config.select.trending_again)
 
     def signals(self, subscribers: Sequence[Subscriber], day: date,
                 received: dict[str, set[int]] | None = None) -> dict[str, Signals]:
@@ -225,12 +214,9 @@ class App:
         if signals is None:
             known = {subscriber.email: received} if received is not None else None
             signals = self.signals([subscriber], day, known)[subscriber.email]
-        digest = select_digest(pool, subscriber, day=day, settings=self.settings, signals=signals)
-        again = self._again.get(pool)
-        if again is not None and digest.count:
-            digest = dating.with_again(digest, select_digest(again, self._again_reader(subscriber), day=day,
-                                                             settings=self.settings, signals=signals))
-        return self.finish(digest, pool, signals, test_to=test_to)
+        reader, signals = self.ages.reader(subscriber, pool, day, signals)
+        digest = select_digest(pool, reader, day=day, settings=self.settings, signals=signals)
+        return self.finish(self.ages.split(digest, subscriber), pool, signals, test_to=test_to)
 
     def finish(self, digest: Digest, pool: Pool, signals: Signals, *, test_to: str | None = None) -> Composed:
         """Render a selected digest and build its message (the quiet-day email when it is empty and asked for)."""
@@ -344,27 +330,18 @@ class App:
             except Exception as exc:  # noqa: BLE001 - every digest of the batch fails with it, the run goes on
                 yield from (exc for _ in subscribers)
                 return
-            for subscriber, digest in zip(subscribers, self._with_again(pool, subscribers, day, signals), strict=True):
+            readers = []
+            for subscriber in subscribers:
+                reader, signals[subscriber.email] = self.ages.reader(subscriber, pool, day, signals[subscriber.email])
+                readers.append(reader)
+            for subscriber, digest in zip(subscribers, self._select(pool, readers, day, signals), strict=True):
                 try:
                     if isinstance(digest, Exception):
                         raise digest
-                    yield self.finish(digest, pool, signals[subscriber.email])
+                    yield self.finish(self.ages.split(digest, subscriber), pool, signals[subscriber.email])
                 except Exception as exc:  # noqa: BLE001 - one broken digest must not stop the others
                     yield exc
         return compose
-
-    def _with_again(self, pool: Pool, subscribers: Sequence[Subscriber], day: date,
-                    signals: dict[str, Signals]) -> list[Digest | Exception]:
-        """The batch's digests, each with its "Trending again" section when the day has old papers."""
-        digests = self._select(pool, subscribers, day, signals)
-        again = self._again.get(pool)
-        wanted = [s for s, d in zip(subscribers, digests, strict=True) if isinstance(d, Digest) and d.count]
-        if again is None or not wanted:
-            return digests
-        olds = dict(zip([s.email for s in wanted], self._select(again, [self._again_reader(s) for s in wanted], day,
-                                                                   signals), strict=True))
-        return [dating.with_again(d, o) if isinstance(d, Digest) and isinstance(o := olds.get(s.email), Digest)
-                else d for s, d in zip(subscribers, digests, strict=True)]
 
     def _select(self, pool: Pool, subscribers: Sequence[Subscriber], day: date,
                 signals: dict[str, Signals]) -> list[Digest | Exception]:
