@@ -29,6 +29,9 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\[])")
 # A sentence saying what the paper does or found: the one an extractive TL;DR quotes.
 _CONTRIBUTION = re.compile(r"\b(?:we|our|this (?:paper|work|study))\b[^.]*?\b(?:propos|present|introduc|show|find|"
                            r"found|achiev|outperform|demonstrat|reduc|improv|releas|develop)", re.I)
+# A sentence stating a measured result: a verb of gain and a figure ("improves throughput by 2.6x").
+_GAIN = re.compile(r"\b(?:outperform|achiev|improv|reduc|speed ?up|faster|accelerat|surpass|lower|higher|up to)", re.I)
+_FIGURE = re.compile(r"\d(?:\.\d+)?\s*(?:%|x\b|×|times\b)", re.I)
 TLDR_CHARS = 240
 _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
            "November", "December")
@@ -127,8 +130,15 @@ def tldr(paper: Paper) -> tuple[str, str]:
     sentences = [s for s in _SENTENCE_END.split(" ".join(paper.abstract.split())) if s]
     if not sentences:
         return "", ""
-    chosen = next((s for s in sentences if _CONTRIBUTION.search(s)), sentences[0])
+    chosen = max(sentences, key=lambda s: _weight(s) - sentences.index(s) * 0.01)  # ties: the earlier one
     return "From the abstract", truncate_words(chosen, TLDR_CHARS)
+
+
+def _weight(sentence: str) -> float:
+    """How much a sentence says about what the paper found: results first, then what it proposes; not too short."""
+    result = bool(_GAIN.search(sentence) and _FIGURE.search(sentence))
+    return (2 * result + bool(_CONTRIBUTION.search(sentence))
+            - (len(sentence) < 60) - (len(sentence) > TLDR_CHARS))
 
 
 @lru_cache(maxsize=_CACHE)
@@ -138,7 +148,7 @@ def dates_line(paper: Paper, day: date) -> str:
     if paper.published:
         ago = age(paper.published, day)
         parts.append(f"Published {format_date(paper.published)}" + (f" ({ago})" if ago else ""))
-    if paper.listed_on and paper.listed_on != paper.published:
+    if paper.listed_on and (paper.published is None or paper.listed_on > paper.published):
         verb = "trending" if paper.upvotes is not None else "listed"
         parts.append(f"{verb} {format_date(paper.listed_on, 'day' if paper.listed_on.year == day.year else 'short')}")
     if paper.upvotes is not None:
