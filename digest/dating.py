@@ -12,14 +12,13 @@ without a known publication date counts as recent: nothing says otherwise.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
 from datetime import date
 
 from .models import AGAIN_SECTION, Digest, Paper, Section, Subscriber
 from .select import Pool, Signals
 
-__all__ = ["AGAIN_SECTION", "Ages", "is_old", "split"]
+__all__ = ["AGAIN_SECTION", "Ages", "is_old"]
 
 
 def is_old(paper: Paper, day: date, max_age_days: int) -> bool:
@@ -33,32 +32,42 @@ class Ages:
 
     def __init__(self, max_age_days: int, again: int) -> None:
         self.max_age_days, self.again = max_age_days, again
-        self._old: tuple[Pool, date, frozenset[int]] | None = None  # (the pool, day, its old papers' ids)
+        self._ids: tuple[Pool, date, frozenset[int], frozenset[int]] | None = None  # pool, day, old ids, recent ids
 
     def reader(self, subscriber: Subscriber, pool: Pool, day: date, signals: Signals) -> tuple[Subscriber, Signals]:
-        """The subscriber and signals the selector ranks with: room for `again` more picks (split off after, one
-        pass for both parts), or, when no old paper may show, the old papers blocked like papers already received."""
+        """The subscriber and signals the selector ranks with: room for `again` more picks (split off after: one
+        ranking for both parts), or the old papers blocked like papers already received (when none may show, and
+        for a trending-only profile, whose old papers `again_reader` picks apart: its ranking is a cheap sort)."""
         if not self.max_age_days:
             return subscriber, signals
-        if self.again:
+        if self.again and subscriber.interests:
             return replace(subscriber, max_papers=subscriber.max_papers + self.again), signals
-        old = self._old_ids(pool, day)
-        return subscriber, (replace(signals, received=signals.received | old) if old else signals)
+        return subscriber, _blocking(signals, self._papers(pool, day)[0])
 
-    def _old_ids(self, pool: Pool, day: date) -> frozenset[int]:
-        if self._old is None or self._old[0] is not pool or self._old[1] != day:  # (one pool a run: once)
-            ids = frozenset(p.store_id for p in pool.papers if p.store_id is not None and is_old(p, day,
-                                                                                                   self.max_age_days))
-            self._old = (pool, day, ids)
-        return self._old[2]
+    def again_reader(self, subscriber: Subscriber, pool: Pool, day: date,
+                     signals: Signals) -> tuple[Subscriber, Signals] | None:
+        """For a trending-only profile: how to pick its "Trending again" papers (the recent ones blocked); else None."""
+        if not (self.max_age_days and self.again) or subscriber.interests:
+            return None
+        return (replace(subscriber, max_papers=min(self.again, subscriber.max_papers)),
+                _blocking(signals, self._papers(pool, day)[1]))
 
-    def split(self, digest: Digest, subscriber: Subscriber) -> Digest:
-        """`digest` (ranked for `reader`'s subscriber) for `subscriber`: at most max_papers recent papers in their
-        sections, then at most `again` old ones, best first, under "Trending again" (none when no recent one)."""
+    def _papers(self, pool: Pool, day: date) -> tuple[frozenset[int], frozenset[int]]:
+        """The store ids of the pool's old papers and of its recent ones (one pool a run: worked out once)."""
+        if self._ids is None or self._ids[0] is not pool or self._ids[1] != day:
+            ids = [(p.store_id, is_old(p, day, self.max_age_days)) for p in pool.papers if p.store_id is not None]
+            self._ids = (pool, day, frozenset(i for i, old in ids if old), frozenset(i for i, old in ids if not old))
+        return self._ids[2], self._ids[3]
+
+    def split(self, digest: Digest, subscriber: Subscriber, again: Digest | None = None) -> Digest:
+        """`digest` (ranked with `reader`) for `subscriber`: at most max_papers recent papers in their sections, then
+        at most `again` old ones, best first, under "Trending again" (none when no recent one). `again`: a trending-
+        only profile's old papers, picked apart."""
         if not self.max_age_days:
             return replace(digest, subscriber=subscriber)
-        recent = [i for i in digest.items if not is_old(i.paper, digest.date, self.max_age_days)]
-        old = [i for i in digest.items if is_old(i.paper, digest.date, self.max_age_days)]
+        items = digest.items + (again.items if again is not None else ())
+        recent = [i for i in items if not is_old(i.paper, digest.date, self.max_age_days)]
+        old = [i for i in items if is_old(i.paper, digest.date, self.max_age_days)]
         kept = {id(i) for i in sorted(recent, key=lambda i: -i.score)[: subscriber.max_papers]}
         sections = [Section(s.name, tuple(i for i in s.items if id(i) in kept)) for s in digest.sections]
         sections = [s for s in sections if s.items]
@@ -67,10 +76,6 @@ class Ages:
         return replace(digest, subscriber=subscriber, sections=tuple(sections))
 
 
-def split(papers: Sequence[Paper], day: date, max_age_days: int) -> tuple[list[Paper], list[Paper]]:
-    """(recent, old) papers of `papers` on `day`, each in the given order."""
-    recent: list[Paper] = []
-    old: list[Paper] = []
-    for paper in papers:
-        (old if is_old(paper, day, max_age_days) else recent).append(paper)
-    return recent, old
+def _blocking(signals: Signals, papers: frozenset[int]) -> Signals:
+    """`signals` with `papers` blocked as if received."""
+    return replace(signals, received=signals.received | papers) if papers else signals

@@ -214,9 +214,15 @@ class App:
         if signals is None:
             known = {subscriber.email: received} if received is not None else None
             signals = self.signals([subscriber], day, known)[subscriber.email]
-        reader, signals = self.ages.reader(subscriber, pool, day, signals)
-        digest = select_digest(pool, reader, day=day, settings=self.settings, signals=signals)
-        return self.finish(self.ages.split(digest, subscriber), pool, signals, test_to=test_to)
+        reader, ranked_with = self.ages.reader(subscriber, pool, day, signals)
+        digest = select_digest(pool, reader, day=day, settings=self.settings, signals=ranked_with)
+        return self.finish(self._aged(digest, subscriber, pool, day, signals), pool, ranked_with, test_to=test_to)
+
+    def _aged(self, digest: Digest, subscriber: Subscriber, pool: Pool, day: date, signals: Signals) -> Digest:
+        """A selected digest with its old papers apart, under "Trending again" (see `dating`)."""
+        again = self.ages.again_reader(subscriber, pool, day, signals)
+        extra = select_digest(pool, again[0], day=day, settings=self.settings, signals=again[1]) if again else None
+        return self.ages.split(digest, subscriber, extra)
 
     def finish(self, digest: Digest, pool: Pool, signals: Signals, *, test_to: str | None = None) -> Composed:
         """Render a selected digest and build its message (the quiet-day email when it is empty and asked for)."""
@@ -330,15 +336,17 @@ class App:
             except Exception as exc:  # noqa: BLE001 - every digest of the batch fails with it, the run goes on
                 yield from (exc for _ in subscribers)
                 return
-            readers = []
+            readers, ranked_with = [], {}
             for subscriber in subscribers:
-                reader, signals[subscriber.email] = self.ages.reader(subscriber, pool, day, signals[subscriber.email])
+                reader, ranked_with[subscriber.email] = self.ages.reader(subscriber, pool, day,
+                                                                         signals[subscriber.email])
                 readers.append(reader)
-            for subscriber, digest in zip(subscribers, self._select(pool, readers, day, signals), strict=True):
+            for subscriber, digest in zip(subscribers, self._select(pool, readers, day, ranked_with), strict=True):
                 try:
                     if isinstance(digest, Exception):
                         raise digest
-                    yield self.finish(self.ages.split(digest, subscriber), pool, signals[subscriber.email])
+                    digest = self._aged(digest, subscriber, pool, day, signals[subscriber.email])
+                    yield self.finish(digest, pool, ranked_with[subscriber.email])
                 except Exception as exc:  # noqa: BLE001 - one broken digest must not stop the others
                     yield exc
         return compose
