@@ -25,8 +25,8 @@ LONG = ("We study fused attention kernels on modern accelerators and show large 
 
 def paper(n: int, title: str = "", **kw) -> Paper:
     return Paper(title=title or f"Paper number {n} about CUDA kernels", abstract=kw.pop("abstract", LONG),
-                 arxiv_id=kw.pop("arxiv_id", f"2606.{10000 + n}"), authors=kw.pop("authors", ("A. Author", "B. Author")),
-                 published=DAY, upvotes=n, store_id=n, **kw)
+                 arxiv_id=kw.pop("arxiv_id", f"2606.{10000 + n}"),
+                 authors=kw.pop("authors", ("A. Author", "B. Author")), published=DAY, upvotes=n, store_id=n, **kw)
 
 
 def digest_of(*papers: Paper, sections: int = 1) -> Digest:
@@ -236,3 +236,30 @@ def test_a_send_run_reads_each_template_once_and_later_runs_see_edits(tmp_path: 
         os.utime(template, (template.stat().st_mtime + 5,) * 2)  # a newer mtime whatever the clock's grain
         assert renderer.render(digest, NEWS, LINKS).subject == "First 1"
     assert renderer.render(digest, NEWS, LINKS).subject == "Second 1"
+
+
+def test_fifty_real_papers_stay_under_gmail_clipping(renderer):
+    """50 papers of the Daily Papers API (names, AI summaries, code, project pages, comments), three reasons each,
+    long feedback links: the HTML part as mailed (7bit, character references) is under Gmail's 102 KB clip."""
+    import email as emails
+    from email import policy
+
+    from digest.mail import build_message
+    from digest.sources import hfjson
+
+    from .conftest import FIXTURES
+
+    rows = hfjson.parse((FIXTURES / "hf_daily_papers_2026-06-12.json").read_text(), "api", seen_on=DAY).papers
+    papers = [replace(p, store_id=1000 + n, arxiv_id=f"2606.{90000 + n}" if n >= len(rows) else p.arxiv_id)
+              for n, p in enumerate([*rows, *rows[:20]])]
+    items = [Item(p, 1.0, ("KV cache", "speculative decoding", "LLM serving")) for p in papers]
+    token = "O6EJqBLEOTOiV9Z4Aaft1uMPfgkp_ZA5Q_aaNu4_pBenhA"
+    links = Links(f"https://digest.example.org/unsubscribe/{token}", f"https://digest.example.org/preferences/{token}",
+                  feedback=f"https://digest.example.org/feedback/{token}", view=f"https://digest.example.org/view/{token}")
+    digest = Digest(SUB, DAY, (Section("LLM inference", tuple(items[:25])), Section("Quantization", tuple(items[25:]))))
+    out = renderer.render(digest, NEWS, links)
+    raw = build_message(out, SUB, NEWS, DAY).as_bytes()
+    part = list(emails.message_from_bytes(raw, policy=policy.default).iter_parts())[1]
+    assert part["Content-Transfer-Encoding"] == "7bit" and digest.count == 50
+    assert out.html.count('class="card"') == 50 and out.html.count(">Code</a>") >= 16
+    assert len(part.get_content().encode()) < 102 * 1024
