@@ -133,6 +133,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("dkim", "ed25519_key_env", str, "DIGEST_DKIM_ED25519_KEY",
             "Environment variable holding the PEM Ed25519 private key, used when `dkim.ed25519_key_file` is "
             "empty."),
+    Setting("dkim", "relay_signs", bool, False,
+            "The SMTP relay signs the mail (OpenDKIM, rspamd, a provider): no warning when `dkim.selector` is empty."),
     Setting("render", "templates", str, "",
             "Folder of template overrides, searched before the built-in templates (empty: none).", path=True),
     Setting("newsletter", "name", str, "Paper Digest", "Newsletter name: sender name, header and footer."),
@@ -148,6 +150,12 @@ SETTINGS: tuple[Setting, ...] = (
             "Environment variable holding the key that signs link tokens. Unset: a key kept in the database."),
     Setting("select", "window_days", int, 7,
             "A paper is new for this many days after it first reaches the store.", minimum=1, maximum=3650),
+    Setting("select", "max_age_days", int, 30,
+            "A paper published more than this many days before the digest date is not shown as new: it can only "
+            "appear under \"Trending again\" (see select.trending_again); 0: no limit.", minimum=0, maximum=36500),
+    Setting("select", "trending_again", int, 3,
+            "At most this many papers older than select.max_age_days, ranked like the others, in a \"Trending "
+            "again\" section after the new ones (0: never shown).", minimum=0, maximum=50),
     Setting("select", "min_relevance", (int, float), 0.5,
             "Minimum relevance to be picked: the estimated probability that a paper is on the interest's topic "
             "(0 to 1). In the ranking benchmark, 0.5 let through 49% of the relevant papers, 73% of what it let "

@@ -45,6 +45,9 @@ from .subscribers import is_delivery_day
 from .workers import Died, in_processes
 
 log = logging.getLogger("digest")
+UNSIGNED = ("sending over SMTP without a DKIM signature: Gmail and Yahoo require bulk senders to sign, and may "
+            "reject or junk these digests; set dkim.selector (see the README, section \"DKIM\"), or "
+            "dkim.relay_signs = true when the relay signs them")
 
 
 class Composing(Protocol):
@@ -113,6 +116,11 @@ class Dispatch:
             return Path(url.database).parent
         return self.app.config.base
 
+    def warn_unsigned(self) -> None:
+        """One warning when this run sends over SMTP unsigned and nobody said the relay signs."""
+        if self.app.transport.name == "smtp" and self.app.dkim is None and not self.app.config.dkim.relay_signs:
+            log.warning(UNSIGNED)
+
     def replay_journal(self) -> None:
         """Record what an earlier run's server accepted and its database could not, before anything else."""
         try:
@@ -137,6 +145,7 @@ class Dispatch:
         if not dry_run:
             # a settings error (no password, bad key) stops the run before it starts
             _ = self.app.transport, self.app.dkim
+            self.warn_unsigned()
         report = SendReport(day, invalid_profiles=len({p.path for p in synced.problems}))
         if only is not None:
             return self._send_one(day, self.app.subscriber(only), report, dry_run)
@@ -215,6 +224,7 @@ class Dispatch:
         reports, pools = [], {}
         sleep = wait or (lambda seconds: time_sleep(seconds) or False)
         self.replay_journal()
+        self.warn_unsigned()
         while not should_stop():
             recent = date.today() - timedelta(days=2)
             days = [day] if day else [d for d in self.app.store.queued_dates() if d >= recent]

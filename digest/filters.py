@@ -10,13 +10,29 @@ import re
 from collections.abc import Callable
 from datetime import date
 from functools import lru_cache
+from typing import Any
 from urllib.parse import quote, quote_plus
 
-from .models import Digest, Paper
+from .models import AGAIN_SECTION, Digest, Item, Paper
 
 SUBJECT_LIMIT = 150
+HEADLINE_LIMIT = 70  # what an inbox list shows of a subject on a desktop; phones show less
 _CACHE = 16_384
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# C0 and C1 controls and the Unicode line and paragraph separators: none may reach a header or a one-line text.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+ARXIV_ABS = "https://arxiv.org/abs/"
+ARXIV_PDF = "https://arxiv.org/pdf/"
+HF_PAPER = "https://huggingface.co/papers/"
+_WEB_URL = re.compile(r"https?://[^\s<>\"'\x00-\x1f\x7f]+", re.I)
+_GITHUB_IN_TEXT = re.compile(r"https?://(?:www\.)?github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", re.I)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\[])")
+# A sentence saying what the paper does or found: the one an extractive TL;DR quotes.
+_CONTRIBUTION = re.compile(r"\b(?:we|our|this (?:paper|work|study))\b[^.]*?\b(?:propos|present|introduc|show|find|"
+                           r"found|achiev|outperform|demonstrat|reduc|improv|releas|develop)", re.I)
+# A sentence stating a measured result: a verb of gain and a figure ("improves throughput by 2.6x").
+_GAIN = re.compile(r"\b(?:outperform|achiev|improv|reduc|speed ?up|faster|accelerat|surpass|lower|higher|up to)", re.I)
+_FIGURE = re.compile(r"\d(?:\.\d+)?\s*(?:%|x\b|×|times\b)", re.I)
+TLDR_CHARS = 240
 _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
            "November", "December")
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
@@ -42,12 +58,13 @@ def truncate_words(text: str, limit: int = 300) -> str:
 
 @lru_cache(maxsize=_CACHE)
 def authors_line(paper: Paper, shown: int = 3) -> str:
-    """First `shown` author names and "+N more", else "N authors", with the organisation when known."""
+    """Authors by name ("Ada Lovelace, Alan Turing et al." past `shown`), else "N authors"; the organisation after."""
     if paper.authors:
-        names = ", ".join(paper.authors[:shown])
-        extra = len(paper.authors) - shown
-        return f"{names} +{extra} more" if extra > 0 else names
-    parts = [counted(paper.n_authors, "author")] if paper.n_authors else []
+        names = paper.authors if len(paper.authors) <= shown else (*paper.authors[: shown - 1], "")
+        line = ", ".join(names[:-1]) + " et al." if names[-1] == "" else ", ".join(names)
+        parts = [line]
+    else:
+        parts = [counted(paper.n_authors, "author")] if paper.n_authors else []
     return " · ".join(parts + ([paper.organization] if paper.organization else []))
 
 
@@ -62,13 +79,91 @@ def format_date(value: date | None, style: str = "short") -> str:
     return f"{value.day} {month[:3]}" + ("" if style == "day" else f" {value.year}")
 
 
+def web_url(value: str | None) -> str:
+    """`value` when it is an http(s) URL with nothing a link must not hold, else "" (a source's text is untrusted)."""
+    return value if value and _WEB_URL.fullmatch(value) else ""
+
+
+def _arxiv_path(paper: Paper) -> str:
+    arxiv_id = paper.arxiv_id or ""
+    return arxiv_id if _URL_SAFE.fullmatch(arxiv_id) else quote(arxiv_id)
+
+
 @lru_cache(maxsize=_CACHE)
 def paper_url(paper: Paper) -> str:
-    """The paper's Hugging Face page, or a Hugging Face search for its title when the arXiv id is unknown."""
+    """The paper's page: its arXiv abstract when the id is known, else the source's page, else a Hugging Face
+    search for its title."""
     if paper.arxiv_id:
-        arxiv_id = paper.arxiv_id
-        return "https://huggingface.co/papers/" + (arxiv_id if _URL_SAFE.fullmatch(arxiv_id) else quote(arxiv_id))
-    return "https://huggingface.co/papers?q=" + quote_plus(" ".join(paper.title.split()))
+        return ARXIV_ABS + _arxiv_path(paper)
+    return web_url(paper.url) or "https://huggingface.co/papers?q=" + quote_plus(" ".join(paper.title.split()))
+
+
+@lru_cache(maxsize=_CACHE)
+def paper_links(paper: Paper) -> tuple[tuple[str, str], ...]:
+    """The small links under a title, as (label, URL): PDF, code, project page, the Hugging Face page."""
+    links = []
+    if paper.arxiv_id:
+        links.append(("PDF", ARXIV_PDF + _arxiv_path(paper)))
+    code = web_url(paper.github_url) or _code_in(paper.abstract)
+    if code:
+        links.append(("Code", code))
+    project = web_url(paper.project_url)
+    if project and project != code:
+        links.append(("Project page", project))
+    if paper.arxiv_id and (paper.upvotes is not None or paper.comments is not None or paper.summary):
+        comments = paper.comments
+        links.append((counted(comments, "comment") if comments else "Hugging Face", HF_PAPER + _arxiv_path(paper)))
+    return tuple(links)
+
+
+def _code_in(text: str) -> str:
+    """The first GitHub repository an abstract names ("Code is at https://github.com/a/b."), else ""."""
+    match = _GITHUB_IN_TEXT.search(text)
+    return match.group().rstrip(".") if match else ""
+
+
+@lru_cache(maxsize=_CACHE)
+def tldr(paper: Paper) -> tuple[str, str]:
+    """(label, text): the source's one-line AI summary, else a sentence quoted from the abstract ("" when none)."""
+    if paper.summary:
+        return "TL;DR (AI summary)", truncate_words(paper.summary, TLDR_CHARS)
+    sentences = [s for s in _SENTENCE_END.split(" ".join(paper.abstract.split())) if s]
+    if not sentences:
+        return "", ""
+    chosen = max(sentences, key=lambda s: _weight(s) - sentences.index(s) * 0.01)  # ties: the earlier one
+    return "From the abstract", truncate_words(chosen, TLDR_CHARS)
+
+
+def _weight(sentence: str) -> float:
+    """How much a sentence says about what the paper found: results first, then what it proposes; not too short."""
+    result = bool(_GAIN.search(sentence) and _FIGURE.search(sentence))
+    return (2 * result + bool(_CONTRIBUTION.search(sentence))
+            - (len(sentence) < 60) - (len(sentence) > TLDR_CHARS))
+
+
+@lru_cache(maxsize=_CACHE)
+def dates_line(paper: Paper, day: date) -> str:
+    """When the paper was published (and how long ago, past two months) and when it was listed, then upvotes."""
+    parts = []
+    if paper.published:
+        ago = age(paper.published, day)
+        parts.append(f"Published {format_date(paper.published)}" + (f" ({ago})" if ago else ""))
+    if paper.listed_on and (paper.published is None or paper.listed_on > paper.published):
+        verb = "trending" if paper.upvotes is not None else "listed"
+        parts.append(f"{verb} {format_date(paper.listed_on, 'day' if paper.listed_on.year == day.year else 'short')}")
+    if paper.upvotes is not None:
+        parts.append(f"▲ {paper.upvotes}")
+    return " · ".join(parts)
+
+
+def age(published: date, day: date) -> str:
+    """ "5 years ago", "3 months ago" for a paper older than two months on `day`, else ""."""
+    days = (day - published).days
+    if days < 60:
+        return ""
+    if days < 365:
+        return f"{days // 30} months ago"
+    return f"{days // 365} year{'s' if days >= 730 else ''} ago"
 
 
 @lru_cache(maxsize=_CACHE)
@@ -86,8 +181,9 @@ def counted(count: int | None, noun: str) -> str:
 
 
 def topics(digest: Digest, limit: int = 3) -> str:
-    """The first `limit` non-empty section names, then "and N more"."""
-    names = [one_line(section.name, 60) for section in digest.sections if section.items]
+    """The first `limit` non-empty section names (not "Trending again"), then "and N more"."""
+    names = [one_line(section.name, 60) for section in digest.sections if section.items
+             and section.name != AGAIN_SECTION]
     shown = ", ".join(names[:limit])
     return f"{shown} and {len(names) - limit} more" if len(names) > limit else shown
 
@@ -99,9 +195,11 @@ def intro(digest: Digest) -> str:
     if digest.quiet:
         return (f"Nothing new matched your interests today, so here are the "
                 f"{counted(digest.count, 'top trending paper')}.")
+    again = sum(len(section.items) for section in digest.sections if section.name == AGAIN_SECTION)
+    after = f", and {counted(again, 'older paper')} trending again" if again else ""
     if digest.trending:
-        return f"Today's {counted(digest.count, 'trending paper')}."
-    return f"{counted(digest.count, 'new paper')} on {topics(digest, 5)}."
+        return f"Today's {counted(digest.count - again, 'trending paper')}{after}."
+    return f"{counted(digest.count - again, 'new paper')} on {topics(digest, 5)}{after}."
 
 
 @lru_cache(maxsize=_CACHE)
@@ -121,8 +219,67 @@ def wrap(text: str, width: int = 72, indent: str = "", first: str | None = None)
     return first + ("\n" + indent).join([*lines, text])
 
 
-FILTERS: dict[str, Callable[..., str]] = {
+def shown_reasons(item: Item) -> tuple[str, ...]:
+    """The reasons a card shows: not "trending: 6 upvotes" beside its own "▲ 6"."""
+    if item.paper.upvotes is None:
+        return item.reasons
+    return tuple(reason for reason in item.reasons if not reason.startswith("trending: "))
+
+
+def first_item(digest: Digest) -> Item | None:
+    """The digest's top pick: the first paper of its first section (sections come in order of their best pick)."""
+    return next((section.items[0] for section in digest.sections if section.items), None)
+
+
+def headline(digest: Digest, limit: int = HEADLINE_LIMIT) -> str:
+    """The subject: the top pick's title and how many more ("Tangram: KV cache compression + 9 more"), in `limit`."""
+    top = first_item(digest)
+    if top is None:
+        return "Nothing new matched your interests today"
+    more = f" + {digest.count - 1} more" if digest.count > 1 else ""
+    return one_line(top.paper.title, limit - len(more)) + more
+
+
+def also(digest: Digest, limit: int = 140) -> str:
+    """The preheader: what the digest holds beyond the subject's paper (its topics, the next titles)."""
+    if not digest.count:
+        return "No paper passed your relevance floor today; your next digest comes with the next new papers."
+    if digest.quiet:
+        head = f"Nothing new matched your interests today: the {counted(digest.count, 'top trending paper')}"
+    elif digest.trending:
+        head = f"{counted(digest.count, 'trending paper')} today"
+    else:
+        head = f"{counted(digest.count, 'paper')} on {topics(digest, 3)}"
+    top = first_item(digest)
+    rest = [item.paper.title for section in digest.sections for item in section.items if item is not top][:2]
+    return one_line(head + (". Also: " + " · ".join(rest) if rest else "."), limit)
+
+
+_ONCE: dict[tuple[Any, ...], Any] = {}
+
+
+def once(value: Any, macro: Any, *args: Any) -> Any:
+    """Template macro `macro` called with `value` (and `args`), its output kept: the same paper's card is made once a
+    run, not once per subscriber. Only for macros whose output depends on nothing but their arguments."""
+    key = (macro._func.__code__, value, *args)  # (the code object: the same across renders of one template source)
+    found = _ONCE.get(key)
+    if found is None:
+        if len(_ONCE) >= _CACHE:
+            _ONCE.clear()
+        found = _ONCE[key] = macro(value, *args)
+    return found
+
+
+FILTERS: dict[str, Callable[..., Any]] = {
     "one_line": one_line,
+    "web_url": web_url,
+    "paper_links": paper_links,
+    "tldr": tldr,
+    "dates_line": dates_line,
+    "headline": headline,
+    "also": also,
+    "once": once,
+    "shown_reasons": shown_reasons,
     "truncate_words": truncate_words,
     "authors_line": authors_line,
     "format_date": format_date,
@@ -137,5 +294,6 @@ FILTERS: dict[str, Callable[..., str]] = {
 
 def clear_caches() -> None:
     """Forget every memoised formatting result (for benchmarks that want a cold start)."""
-    for function in (truncate_words, authors_line, paper_url, paper_meta, wrap):
+    for function in (truncate_words, authors_line, paper_url, paper_meta, wrap, paper_links, tldr, dates_line):
         function.cache_clear()
+    _ONCE.clear()

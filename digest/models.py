@@ -135,6 +135,9 @@ class Item:
     reasons: tuple[str, ...] = ()
 
 
+AGAIN_SECTION = "Trending again"  # papers published long before the digest date (see `dating`)
+
+
 @dataclass(frozen=True)
 class Section:
     """A group of picked papers under one of the subscriber's interests (or 'Trending')."""
@@ -170,6 +173,7 @@ class Links:
     preferences: str
     unsubscribe_mailto: str | None = None
     feedback: str = ""  # + "/<paper id>/more" or "/less"
+    view: str = ""  # the digest's web copy ("View in browser")
 
 
 @dataclass(frozen=True)

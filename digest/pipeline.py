@@ -14,7 +14,7 @@ from email.message import EmailMessage
 from functools import cached_property
 from pathlib import Path
 
-from . import catalogue, sources
+from . import catalogue, dating, sources
 from .config import Config
 from .deliver import Outcome, RetryPolicy, Transport, safe_name, send_test, write_atomic
 from .dispatch import Dispatch
@@ -153,6 +153,11 @@ class App:
             papers = self.store.candidates(day, self.config.select.window_days)
         return Pool(papers, self.corpus(), embedder=self.embedder, dense=self.dense)
 
+    @cached_property
+    def ages(self) -> dating.Ages:
+        """How old a paper may be to be shown as new, and how many older ones a digest may show apart."""
+        return dating.Ages(self.config.select.max_age_days, self.config.select.trending_again)
+
     def signals(self, subscribers: Sequence[Subscriber], day: date,
                 received: dict[str, set[int]] | None = None) -> dict[str, Signals]:
         """What the store knows about each subscriber: received papers, feedback, seed papers (few queries)."""
@@ -194,7 +199,8 @@ class App:
         return Links(unsubscribe=f"{base}/unsubscribe/{token('unsubscribe', email, day)}",
                      preferences=f"{base}/preferences/{token('preferences', email, day)}",
                      unsubscribe_mailto=self.newsletter.unsubscribe_mailto or None,
-                     feedback=f"{base}/feedback/{token('feedback', email, day)}")
+                     feedback=f"{base}/feedback/{token('feedback', email, day)}",
+                     view=f"{base}/view/{token('view', email, day)}")
 
     def compose(self, subscriber: Subscriber, day: date, pool: Pool, *, received: set[int] | None = None,
                 signals: Signals | None = None, test_to: str | None = None) -> Composed:
@@ -208,8 +214,15 @@ class App:
         if signals is None:
             known = {subscriber.email: received} if received is not None else None
             signals = self.signals([subscriber], day, known)[subscriber.email]
-        digest = select_digest(pool, subscriber, day=day, settings=self.settings, signals=signals)
-        return self.finish(digest, pool, signals, test_to=test_to)
+        reader, ranked_with = self.ages.reader(subscriber, pool, day, signals)
+        digest = select_digest(pool, reader, day=day, settings=self.settings, signals=ranked_with)
+        return self.finish(self._aged(digest, subscriber, pool, day, signals), pool, ranked_with, test_to=test_to)
+
+    def _aged(self, digest: Digest, subscriber: Subscriber, pool: Pool, day: date, signals: Signals) -> Digest:
+        """A selected digest with its old papers apart, under "Trending again" (see `dating`)."""
+        again = self.ages.again_reader(subscriber, pool, day, signals)
+        extra = select_digest(pool, again[0], day=day, settings=self.settings, signals=again[1]) if again else None
+        return self.ages.split(digest, subscriber, extra)
 
     def finish(self, digest: Digest, pool: Pool, signals: Signals, *, test_to: str | None = None) -> Composed:
         """Render a selected digest and build its message (the quiet-day email when it is empty and asked for)."""
@@ -323,11 +336,17 @@ class App:
             except Exception as exc:  # noqa: BLE001 - every digest of the batch fails with it, the run goes on
                 yield from (exc for _ in subscribers)
                 return
-            for subscriber, digest in zip(subscribers, self._select(pool, subscribers, day, signals), strict=True):
+            readers, ranked_with = [], {}
+            for subscriber in subscribers:
+                reader, ranked_with[subscriber.email] = self.ages.reader(subscriber, pool, day,
+                                                                         signals[subscriber.email])
+                readers.append(reader)
+            for subscriber, digest in zip(subscribers, self._select(pool, readers, day, ranked_with), strict=True):
                 try:
                     if isinstance(digest, Exception):
                         raise digest
-                    yield self.finish(digest, pool, signals[subscriber.email])
+                    digest = self._aged(digest, subscriber, pool, day, signals[subscriber.email])
+                    yield self.finish(digest, pool, ranked_with[subscriber.email])
                 except Exception as exc:  # noqa: BLE001 - one broken digest must not stop the others
                     yield exc
         return compose

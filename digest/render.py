@@ -16,7 +16,7 @@ from jinja2 import ChoiceLoader, Environment, FileSystemLoader, PrefixLoader, St
 from .errors import RenderError
 from .filters import FILTERS, SUBJECT_LIMIT, one_line
 from .inlining import InliningLoader, inline_css, is_html_template
-from .models import Digest, Links, Newsletter, Rendered
+from .models import AGAIN_SECTION, Digest, Links, Newsletter, Rendered
 
 _HERE = Path(__file__).resolve().parent
 # Installed as a wheel the templates sit in the package; in a checkout, beside it.
@@ -110,4 +110,5 @@ def _context(digest: Digest, newsletter: Newsletter, links: Links) -> dict[str, 
         "sections": [section for section in digest.sections if section.items],
         "newsletter": newsletter,
         "links": links,
+        "again_section": AGAIN_SECTION,
     }

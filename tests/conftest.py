@@ -37,8 +37,10 @@ def make_config(tmp_path: Path):
     """Build settings rooted in tmp_path, with a fresh database and outbox."""
 
     def make(**sections: dict) -> Config:
+        # The seed pages' papers are mostly years old: the tests rank all of them as new (max_age_days 0)
+        # unless they ask for the age limit (test_dating, the golden files).
         raw = {"store": {"url": "sqlite:///digest.db"}, "subscribers": {"dir": str(SUBSCRIBERS)},
-               "ingest": {"paths": [str(SEEDS)]}}
+               "ingest": {"paths": [str(SEEDS)]}, "select": {"max_age_days": 0}}
         for name, values in sections.items():
             raw.setdefault(name, {}).update(values)
         return build_config(raw, base=tmp_path)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from digest.config import SETTINGS
 from digest.pipeline import App
 
 from .conftest import DAY, SEEDS
@@ -19,9 +20,10 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 
 @pytest.fixture
 def composed(make_config, monkeypatch):
-    """Ada's digest for DAY from the seed pages, with a fixed link-signing key."""
+    """Ada's digest for DAY from the seed pages, with a fixed link-signing key and the default age limit."""
     monkeypatch.setenv("DIGEST_SECRET", "golden-secret")
-    app = App(make_config())
+    default = next(s for s in SETTINGS if s.name == "select.max_age_days").default
+    app = App(make_config(select={"max_age_days": default}))
     app.ingest([SEEDS], seen_on=DAY)
     result = app.compose(app.roster().find("ada@example.org"), DAY, app.pool(DAY))
     app.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import date
 from pathlib import Path
 
@@ -24,8 +25,8 @@ LONG = ("We study fused attention kernels on modern accelerators and show large 
 
 def paper(n: int, title: str = "", **kw) -> Paper:
     return Paper(title=title or f"Paper number {n} about CUDA kernels", abstract=kw.pop("abstract", LONG),
-                 arxiv_id=kw.pop("arxiv_id", f"2606.{10000 + n}"), authors=("A. Author", "B. Author"),
-                 published=DAY, upvotes=n, store_id=n, **kw)
+                 arxiv_id=kw.pop("arxiv_id", f"2606.{10000 + n}"),
+                 authors=kw.pop("authors", ("A. Author", "B. Author")), published=DAY, upvotes=n, store_id=n, **kw)
 
 
 def digest_of(*papers: Paper, sections: int = 1) -> Digest:
@@ -53,8 +54,8 @@ def test_markup_in_a_title_is_escaped(renderer):
     assert "<script>alert(1)</script>" in out.text  # the text part is plain text, shown as written
 
 
-def test_every_paper_has_title_link_meta_abstract_and_reason(renderer):
-    """Each paper card carries its linked title, authors, date, upvotes, a short abstract and why it was picked."""
+def test_every_paper_has_title_link_meta_summary_and_reason(renderer):
+    """Each paper card carries its linked title, authors, date, upvotes, a TL;DR and why it was picked."""
     papers = [paper(n) for n in range(1, 4)] + [paper(4, arxiv_id=None, title="No id: a paper")]
     out = renderer.render(digest_of(*papers), NEWS, LINKS)
     soup = BeautifulSoup(out.html, "html.parser")
@@ -62,34 +63,75 @@ def test_every_paper_has_title_link_meta_abstract_and_reason(renderer):
         link = soup.find("a", string=p.title)
         assert link is not None and link["href"] == paper_url(p)
         card = link.find_parent("td").get_text(" ", strip=True)
-        assert "A. Author, B. Author" in card and "12 Jun 2026" in card and f"▲ {p.upvotes}" in card
-        assert "matched: CUDA, kernel fusion" in card
-        assert "…" in card and len(card) < len(LONG)  # the abstract is shortened
-    assert paper_url(papers[0]) == "https://huggingface.co/papers/2606.10001"
+        assert "A. Author, B. Author" in card and "Published 12 Jun 2026" in card and f"▲ {p.upvotes}" in card
+        assert "Why: CUDA, kernel fusion" in card
+        assert "From the abstract: We study fused attention kernels" in card and len(card) < len(LONG)
+    assert paper_url(papers[0]) == "https://arxiv.org/abs/2606.10001"
     assert paper_url(papers[3]) == "https://huggingface.co/papers?q=No+id%3A+a+paper"
+    assert paper_url(replace(papers[3], url="https://example.org/p/4")) == "https://example.org/p/4"
+    assert paper_url(replace(papers[3], url="javascript:alert(1)")).startswith("https://huggingface.co/papers?q=")
 
 
-def test_css_is_inlined_and_dark_mode_and_phone_rules_kept(renderer):
-    """Styles sit on the elements themselves; only @media rules remain in <style>, with color-scheme declared."""
+def test_arxiv_papers_link_abstract_pdf_code_project_and_discussion(renderer):
+    """A paper with an arXiv id links its abstract (the title) and PDF; code, project page and the Hugging Face
+    discussion (with its comment count) when known; a link that is not http(s) is never made."""
+    rich = paper(1, github_url="https://github.com/ada/kv", project_url="https://ada.example.org/kv", comments=4,
+                 summary="It compresses the KV cache 4x.")
+    bare = paper(2, arxiv_id=None, github_url="javascript:alert(1)", abstract="Code: https://github.com/b/c.")
+    out = renderer.render(digest_of(rich, bare), NEWS, LINKS)
+    soup = BeautifulSoup(out.html, "html.parser")
+    hrefs = {a.get_text(strip=True): a["href"] for a in soup.find("a", string=rich.title).find_parent("td")("a")}
+    assert hrefs[rich.title] == "https://arxiv.org/abs/2606.10001"
+    assert hrefs["PDF"] == "https://arxiv.org/pdf/2606.10001"
+    assert hrefs["Code"] == "https://github.com/ada/kv" and hrefs["Project page"] == "https://ada.example.org/kv"
+    assert hrefs["4 comments"] == "https://huggingface.co/papers/2606.10001"
+    bare_card = soup.find("a", string=bare.title).find_parent("td")
+    assert {a.get_text(strip=True): a["href"] for a in bare_card("a")}.get("Code") == "https://github.com/b/c"
+    assert "javascript:" not in out.html and "PDF" not in bare_card.get_text()
+    for url in ("https://arxiv.org/pdf/2606.10001", "https://github.com/ada/kv", "https://github.com/b/c"):
+        assert url in out.text
+
+
+def test_a_summary_is_a_labelled_tldr_and_authors_are_named(renderer):
+    """The source's one-line summary shows as a TL;DR labelled as AI-written (in place of the abstract, which the
+    title links to); authors by name: two and "et al." past three."""
+    many = paper(1, summary="Tangram compresses the KV cache non-uniformly.",
+                 authors=("Ada Lovelace", "Alan Turing", "Grace Hopper", "Katherine Johnson"))
+    out = renderer.render(digest_of(many), NEWS, LINKS)
+    card = BeautifulSoup(out.html, "html.parser").find("td", class_="card").get_text(" ", strip=True)
+    assert "TL;DR (AI summary): Tangram compresses the KV cache non-uniformly." in card
+    assert "Ada Lovelace, Alan Turing et al." in card and "Grace Hopper" not in card
+    assert "We study fused attention kernels" not in card and "From the abstract" not in card
+    assert "TL;DR (AI summary): Tangram compresses" in " ".join(out.text.split())
+
+
+def test_css_is_inlined_and_dark_mode_rules_kept(renderer):
+    """Styles sit on the elements themselves; only dark-mode rules (the media query and Outlook.com's
+    [data-ogsc] / [data-ogsb]) remain in <style>; the layout is fluid: 100% wide up to 600 px."""
     html = renderer.render(digest_of(paper(1)), NEWS, LINKS).html
     soup = BeautifulSoup(html, "html.parser")
     title = soup.find("a", string=paper(1).title)
-    assert "font-size:17px" in title["style"]
+    assert "font-size:18px" in title["style"]
     assert soup.find("meta", attrs={"name": "color-scheme"})["content"] == "light dark"
-    style = soup.find("style", string=re.compile("prefers-color-scheme")).string
-    assert "@media(max-width:620px)" in style.replace(" ", "")
+    style = "\n".join(tag.string for tag in soup.find_all("style") if tag.string)
+    assert "prefers-color-scheme" in style
+    assert "[data-ogsc] .ttl" in style and "[data-ogsb] .wrap" in style
     assert re.search(r"^\s*\.ttl\s*\{", style, re.M) is None  # plain rules were moved inline, not kept
     wrap = soup.find("table", class_="wrap")
-    assert wrap["width"] == "600"
+    assert wrap["width"] == "100%" and "max-width:600px" in wrap["style"]
+    assert '<table role="presentation" width="600"' in html  # Outlook's ghost table, in a conditional comment
 
 
 def test_preheader_is_hidden_without_colour_tricks(renderer):
-    """The preheader says what is inside and is hidden with display:none, not by matching the background."""
-    out = renderer.render(digest_of(paper(1), paper(2)), NEWS, LINKS)
+    """The preheader says what is inside beyond the subject, is hidden with display:none, not by matching the
+    background, and is padded so that the inbox preview shows it alone."""
+    out = renderer.render(digest_of(paper(1), paper(2), paper(3)), NEWS, LINKS)
     soup = BeautifulSoup(out.html, "html.parser")
     pre = soup.find("div", class_="pre")
-    assert out.preheader.startswith("Top pick: Paper number 1")
-    assert out.preheader in pre.get_text()
+    assert out.preheader == f"3 papers on Topic 1. Also: {paper(2).title} · {paper(3).title}"
+    assert pre.get_text().startswith(out.preheader)
+    # invisible padding after it: past the ~200 characters an inbox list shows of preheader and body text
+    assert len(pre.get_text()) - len(out.preheader) >= 100 and len(pre.get_text()) >= 200
     assert "display:none" in pre["style"].replace(" ", "")
     assert "color" not in pre["style"]
 
@@ -111,16 +153,24 @@ def test_text_part_carries_the_same_content(renderer):
     flat = " ".join(out.text.split())
     for p in papers:
         assert p.title in flat and paper_url(p) in out.text
-    for needle in ("Topic 1", "Topic 2", "matched: CUDA, kernel fusion", LINKS.unsubscribe, LINKS.preferences,
+    for needle in ("Topic 1", "Topic 2", "Why: CUDA, kernel fusion", LINKS.unsubscribe, LINKS.preferences,
                    NEWS.postal_address, "HTML version"):
         assert (needle in flat) is (needle != "HTML version"), needle
     assert max(len(line) for line in out.text.splitlines() if "https://" not in line) <= 72
 
 
-def test_subject_says_date_count_and_topics(renderer):
-    """The subject names the newsletter, the date, the number of papers and the top topics."""
+def test_subject_leads_with_the_top_pick_and_the_count(renderer):
+    """The subject is the top pick's title and how many more, under 70 characters, without the sender's name."""
     out = renderer.render(digest_of(*(paper(n) for n in range(1, 5)), sections=2), NEWS, LINKS)
-    assert out.subject == "Kernel Weekly — 12 Jun: 4 new papers on Topic 1, Topic 2"
+    assert out.subject == "Paper number 1 about CUDA kernels + 3 more"
+    long = paper(1, title="Tangram: non-uniform KV cache compression for long-context LLM serving at scale, "
+                          "with\r\nBcc: eve@example.org headers")
+    subject = renderer.render(digest_of(long, *(paper(n) for n in range(2, 11))), NEWS, LINKS).subject
+    assert subject.endswith(" + 9 more") and len(subject) <= 70 and "…" in subject
+    assert subject.startswith("Tangram: non-uniform KV cache compression")
+    assert not re.search(r"[\x00-\x1f\x7f-\x9f]", subject) and NEWS.name not in subject
+    one = renderer.render(digest_of(paper(1, title="Only\x85one\u2028paper")), NEWS, LINKS).subject
+    assert one == "Only one paper"
 
 
 def test_footer_has_name_address_unsubscribe_and_preferences(renderer):
@@ -142,7 +192,7 @@ def test_override_folder_first_and_builtin_still_extendable(tmp_path: Path):
     assert "OPERATOR &lt;i&gt;Eve&lt;/i&gt;" in out.html
     assert "<i>Eve</i>" not in out.html
     soup = BeautifulSoup(out.html, "html.parser")
-    assert "padding:22px 28px" in soup.find("td", class_="hdr")["style"]  # the parent's CSS is inlined here too
+    assert "padding:18px 20px 8px" in soup.find("td", class_="hdr")["style"]  # the parent's CSS is inlined here too
     assert soup.find("a", string=paper(1).title) is not None
 
 
@@ -186,3 +236,30 @@ def test_a_send_run_reads_each_template_once_and_later_runs_see_edits(tmp_path: 
         os.utime(template, (template.stat().st_mtime + 5,) * 2)  # a newer mtime whatever the clock's grain
         assert renderer.render(digest, NEWS, LINKS).subject == "First 1"
     assert renderer.render(digest, NEWS, LINKS).subject == "Second 1"
+
+
+def test_fifty_real_papers_stay_under_gmail_clipping(renderer):
+    """50 papers of the Daily Papers API (names, AI summaries, code, project pages, comments), three reasons each,
+    long feedback links: the HTML part as mailed (7bit, character references) is under Gmail's 102 KB clip."""
+    import email as emails
+    from email import policy
+
+    from digest.mail import build_message
+    from digest.sources import hfjson
+
+    from .conftest import FIXTURES
+
+    rows = hfjson.parse((FIXTURES / "hf_daily_papers_2026-06-12.json").read_text(), "api", seen_on=DAY).papers
+    papers = [replace(p, store_id=1000 + n, arxiv_id=f"2606.{90000 + n}" if n >= len(rows) else p.arxiv_id)
+              for n, p in enumerate([*rows, *rows[:20]])]
+    items = [Item(p, 1.0, ("KV cache", "speculative decoding", "LLM serving")) for p in papers]
+    token = "O6EJqBLEOTOiV9Z4Aaft1uMPfgkp_ZA5Q_aaNu4_pBenhA"
+    links = Links(f"https://digest.example.org/unsubscribe/{token}", f"https://digest.example.org/preferences/{token}",
+                  feedback=f"https://digest.example.org/feedback/{token}", view=f"https://digest.example.org/view/{token}")
+    digest = Digest(SUB, DAY, (Section("LLM inference", tuple(items[:25])), Section("Quantization", tuple(items[25:]))))
+    out = renderer.render(digest, NEWS, links)
+    raw = build_message(out, SUB, NEWS, DAY).as_bytes()
+    part = list(emails.message_from_bytes(raw, policy=policy.default).iter_parts())[1]
+    assert part["Content-Transfer-Encoding"] == "7bit" and digest.count == 50
+    assert out.html.count('class="card"') == 50 and out.html.count(">Code</a>") >= 16
+    assert len(part.get_content().encode()) < 102 * 1024

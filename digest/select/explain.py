@@ -91,10 +91,11 @@ class Explainer:
         n, i = self._best[c], self._at[c]
         ci = s.interests[n]
         strongest = self._strongest(n, j)
-        if len(strongest) == 1:  # (the common case; `_match` gives each word once)
-            reasons = list(self._as_matched(strongest[0], i))
-        else:
-            reasons = list(dict.fromkeys([term for label in strongest for term in self._as_matched(label, i)]))
+        # Whole keywords only: a phrase's stray words ("KV", "cache") say little; when no keyword matched
+        # whole, the strongest one is named as matched in part.
+        reasons = [label for label in strongest if self._as_matched(label, i) == [label]]
+        if not reasons and strongest:
+            reasons = [f"{strongest[0]} (in part)"]
         if ci.description_words:
             cols = np.array(list(ci.description_words), dtype=np.int64)
             present = self.pool.has_terms(i, cols)

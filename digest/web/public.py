@@ -164,6 +164,25 @@ def _apply(email: str, form: dict[str, str]) -> str:
     abort(400)
 
 
+@blueprint.get("/view/<token>")
+def view(token: str) -> Response:
+    """"View in browser": the token's subscriber's digest of the token's day, rendered as it was mailed.
+
+    Composed again from the store like a preview: the papers received before that day are left out as they
+    were then. The link expires like the preferences link; a token of the old, undated kind names no digest.
+    """
+    subject = _token("view", token)
+    if subject.issued is None:
+        abort(400)
+    app = current()
+    app.sync()  # a profile file edited since the last run
+    subscriber = app.store.subscribers_by_email([subject.email]).get(subject.email)  # one row, not the whole roster
+    if subscriber is None:
+        abort(404)
+    composed = app.compose(subscriber, subject.issued, app.pool(subject.issued))
+    return Response(composed.rendered.html, content_type="text/html; charset=utf-8")
+
+
 @blueprint.route("/feedback/<token>/<int:paper_id>/<any(more, less):direction>", methods=["GET", "POST"])
 def feedback(token: str, paper_id: int, direction: str) -> str:
     """'More / less like this': the GET asks, the POST records (the same signal as `digest feedback`)."""

@@ -1,0 +1,48 @@
+"""Honest dates: a paper published long before the digest date appears only under "Trending again", or not at all."""
+
+from __future__ import annotations
+
+from digest.dating import AGAIN_SECTION, is_old
+from digest.pipeline import App
+
+from .conftest import DAY, SEEDS
+
+
+def compose(make_config, email: str, **select):
+    app = App(make_config(select=select))
+    app.ingest([SEEDS], seen_on=DAY)
+    composed = app.compose(app.roster().find(email), DAY, app.pool(DAY))
+    app.close()
+    return composed
+
+
+def test_old_papers_only_in_their_own_small_section(make_config):
+    """With max_age_days 30 no paper published over 30 days before the digest is among the new ones; at most
+    trending_again of them follow, in the last section; the intro counts them apart."""
+    composed = compose(make_config, "ada@example.org", max_age_days=30, trending_again=2)
+    *new, last = composed.digest.sections
+    assert last.name == AGAIN_SECTION and 0 < len(last.items) <= 2
+    assert all(is_old(item.paper, DAY, 30) for item in last.items)
+    assert new and not any(is_old(item.paper, DAY, 30) for section in new for item in section.items)
+    assert sum(len(s.items) for s in new) <= 10
+    assert "older papers trending again" in " ".join(composed.rendered.text.split())
+    assert AGAIN_SECTION in composed.rendered.text
+
+
+def test_trending_again_zero_leaves_old_papers_out_and_the_digest_full(make_config):
+    """With trending_again 0 no old paper shows, and recent papers take their places (they are blocked before
+    ranking, not cut after)."""
+    shown = compose(make_config, "katherine@example.org", max_age_days=30, trending_again=0)
+    assert shown.digest.count == 10 and all(s.name != AGAIN_SECTION for s in shown.digest.sections)
+    assert not any(is_old(item.paper, DAY, 30) for item in shown.digest.items)
+    everything = compose(make_config, "katherine@example.org", max_age_days=0)
+    assert any(is_old(item.paper, DAY, 30) for item in everything.digest.items)  # the seed pages' old favourites
+
+
+def test_a_trending_profile_gets_recent_papers_and_old_ones_apart(make_config):
+    """A trending-only profile gets its ten most upvoted recent papers, then the most upvoted old ones apart."""
+    composed = compose(make_config, "katherine@example.org", max_age_days=30, trending_again=3)
+    *new, last = composed.digest.sections
+    assert sum(len(s.items) for s in new) == 10 and last.name == AGAIN_SECTION and len(last.items) == 3
+    votes = [item.paper.upvotes or 0 for item in last.items]
+    assert votes == sorted(votes, reverse=True)
