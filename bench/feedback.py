@@ -141,11 +141,13 @@ def feedback_curve(sample, corpus: CorpusStats, settings: SelectSettings, per_ca
                   f"supervised {np.mean(curves['supervised'][-1]):.2f}", file=sys.stderr, flush=True)
     print(f"feedback curve: {len(curves['learned'])} simulated subscribers ({per_category} per category: "
           f"{', '.join(categories)}), P@10 per day, mean ± standard error")
-    print(f"| day | {' | '.join(curves)} |")
-    print(f"|---:|{'---:|' * len(curves)}")
+    print(f"| day | {' | '.join(curves)} | learned − keywords (paired) |")
+    print(f"|---:|{'---:|' * (len(curves) + 1)}")
     arrays = {k: np.array(v) for k, v in curves.items()}
+    gain = arrays["learned"] - arrays["keywords"]  # the same pools: what learning adds, whatever the day's pool
     for d in range(DAYS):
-        print(f"| {d + 1} | {' | '.join(f'{a[:, d].mean():.3f} ±{_se(a[:, d]):.3f}' for a in arrays.values())} |")
+        cells = " | ".join(f"{a[:, d].mean():.3f} ±{_se(a[:, d]):.3f}" for a in arrays.values())
+        print(f"| {d + 1} | {cells} | {gain[:, d].mean():+.3f} ±{_se(gain[:, d]):.3f} |")
     late = {k: a[:, 5:].mean(axis=1) for k, a in arrays.items()}
     gap = late["learned"] - late["supervised"]
     print(f"days 6-10: learned {late['learned'].mean():.3f}, supervised {late['supervised'].mean():.3f}, "
@@ -153,3 +155,6 @@ def feedback_curve(sample, corpus: CorpusStats, settings: SelectSettings, per_ca
     learned = arrays["learned"]
     drops = [d + 1 for d in range(1, DAYS) if learned[:, d].mean() < learned[:, d - 1].mean() - _se(learned[:, d])]
     print(f"days more than one standard error below the day before: {drops or 'none'}")
+    keywords = arrays["keywords"]
+    pooled = [d + 1 for d in range(1, DAYS) if keywords[:, d].mean() < keywords[:, d - 1].mean() - _se(keywords[:, d])]
+    print(f"  the same for the subscriber who never learns (the pools' own swings): {pooled or 'none'}")

@@ -61,7 +61,7 @@ class Ages:
 
     def split(self, digest: Digest, subscriber: Subscriber, again: Digest | None = None) -> Digest:
         """`digest` (ranked with `reader`) for `subscriber`: at most max_papers recent papers in their sections, then
-        at most `again` old ones, best first, under "Trending again" (none when no recent one). `again`: a trending-
+        at most `again` old ones, best first, under "Trending again" (alone when no recent one). `again`: a trending-
         only profile's old papers, picked apart."""
         if not self.max_age_days:
             return replace(digest, subscriber=subscriber)
@@ -71,7 +71,7 @@ class Ages:
         kept = {id(i) for i in sorted(recent, key=lambda i: -i.score)[: subscriber.max_papers]}
         sections = [Section(s.name, tuple(i for i in s.items if id(i) in kept)) for s in digest.sections]
         sections = [s for s in sections if s.items]
-        if sections and old and self.again:
+        if old and self.again:  # alone, when nothing recent matched: old papers on the topics beat no digest
             sections.append(Section(AGAIN_SECTION, tuple(sorted(old, key=lambda i: -i.score)[: self.again])))
         return replace(digest, subscriber=subscriber, sections=tuple(sections))
 

@@ -196,6 +196,9 @@ def intro(digest: Digest) -> str:
         return (f"Nothing new matched your interests today, so here are the "
                 f"{counted(digest.count, 'top trending paper')}.")
     again = sum(len(section.items) for section in digest.sections if section.name == AGAIN_SECTION)
+    if again == digest.count:
+        return (f"Nothing new matched your interests today, but {counted(again, 'older paper')} on them "
+                f"{'is' if again == 1 else 'are'} trending again.")
     after = f", and {counted(again, 'older paper')} trending again" if again else ""
     if digest.trending:
         return f"Today's {counted(digest.count - again, 'trending paper')}{after}."
@@ -237,7 +240,12 @@ def headline(digest: Digest, limit: int = HEADLINE_LIMIT) -> str:
     if top is None:
         return "Nothing new matched your interests today"
     more = f" + {digest.count - 1} more" if digest.count > 1 else ""
-    return one_line(top.paper.title, limit - len(more)) + more
+    lead = ""  # the subject must not present these as new papers on the reader's topics when they are not
+    if digest.quiet:
+        lead = "Trending on a quiet day: "
+    elif all(section.name == AGAIN_SECTION for section in digest.sections):
+        lead = "Trending again: "
+    return lead + one_line(top.paper.title, limit - len(lead) - len(more)) + more
 
 
 def also(digest: Digest, limit: int = 140) -> str:

@@ -46,3 +46,24 @@ def test_a_trending_profile_gets_recent_papers_and_old_ones_apart(make_config):
     assert sum(len(s.items) for s in new) == 10 and last.name == AGAIN_SECTION and len(last.items) == 3
     votes = [item.paper.upvotes or 0 for item in last.items]
     assert votes == sorted(votes, reverse=True)
+
+
+def test_a_day_with_only_old_papers_on_the_topics_gets_them_as_trending_again(make_config, tmp_path):
+    """Nothing recent matched, old papers did: they come alone under "Trending again", said so in the intro and the
+    subject, rather than no digest at all."""
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    (folder / "k.toml").write_text('email = "k@example.org"\n[[interests]]\nname = "Kernels"\n'
+                                   'keywords = ["CUDA", "GPU kernel"]\n', encoding="utf-8")
+    app = App(make_config(subscribers={"dir": str(folder)}, select={"max_age_days": 1, "trending_again": 2}))
+    app.ingest([SEEDS], seen_on=DAY)
+    pool = app.pool(DAY)
+    assert not any(not is_old(p, DAY, 1) and "cuda" in (p.title + p.abstract).lower() for p in pool.papers
+                   if p.published)  # the seeds' CUDA papers are all older than a day
+    composed = app.compose(app.roster().find("k@example.org"), DAY, pool)
+    app.close()
+    [section] = composed.digest.sections
+    assert section.name == AGAIN_SECTION and 0 < len(section.items) <= 2
+    assert all(is_old(item.paper, DAY, 1) for item in section.items)
+    assert composed.rendered.subject.startswith("Trending again: ")
+    assert "Nothing new matched your interests today, but" in " ".join(composed.rendered.text.split())

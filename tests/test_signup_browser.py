@@ -22,13 +22,16 @@ from .web_server import Served
 READER = "reader@example.org"
 
 
-def wait_for(inbox: Recorder, subject: str, timeout: float = 30) -> str:
-    """The plain text of the first message to READER whose subject holds `subject`."""
+def wait_for(inbox: Recorder, subject: str, timeout: float = 30, *, digest: bool = False) -> str:
+    """The plain text of the first message to READER whose subject holds `subject` (with `digest`: the first digest,
+    told by its List-Unsubscribe header, which the signup's own emails do not carry)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for received in list(inbox.messages):
-            if READER in received.rcpt_tos and subject in received.message["Subject"]:
-                return received.message.get_body(("plain",)).get_content()
+            message = received.message
+            if READER in received.rcpt_tos and subject in message["Subject"] and (
+                    not digest or message["List-Unsubscribe"]):
+                return message.get_body(("plain",)).get_content()
         time.sleep(0.1)
     raise AssertionError(f"no message {subject!r} to {READER} within {timeout} s")
 
@@ -75,7 +78,7 @@ def test_from_the_signup_page_to_the_first_digest(browser, tmp_path):  # noqa: F
             frame = page.frame_locator("iframe.digest")
             assert frame.locator("table.wrap").count() == 1  # the digest's HTML, rendered
             shown = frame.locator("body").inner_text()
-            assert "Hi Rea Der" in shown and "matched:" in shown  # their papers, with the reasons
+            assert "Hi Rea Der" in shown and "Why:" in shown  # their papers, with the reasons
             page.screenshot(path=ARTIFACTS / "signup-welcome.png", full_page=True)
             context.close()
             assert "Rea Der" in wait_for(inbox, "Welcome to Paper Digest")
@@ -84,7 +87,7 @@ def test_from_the_signup_page_to_the_first_digest(browser, tmp_path):  # noqa: F
         assert "Traceback" not in errors
 
         sent = digest_cli(tmp_path, "send", "--date", today)
-        digest = wait_for(inbox, "Paper Digest —")
+        digest = wait_for(inbox, "", digest=True)
         assert "LLM inference" in digest or "In your words" in digest, sent.stderr
         profile = digest_cli(tmp_path, "subscribers", "list").stdout
         assert READER in profile and "Asia/Tokyo" in profile
