@@ -46,3 +46,14 @@ def test_a_trending_profile_gets_recent_papers_and_old_ones_apart(make_config):
     assert sum(len(s.items) for s in new) == 10 and last.name == AGAIN_SECTION and len(last.items) == 3
     votes = [item.paper.upvotes or 0 for item in last.items]
     assert votes == sorted(votes, reverse=True)
+
+
+def test_old_papers_do_not_take_the_places_of_recent_ones(make_config):
+    """The new papers of a digest with a "Trending again" section are the ones it has when old papers are not shown
+    at all: the old ones ranked ahead of them do not push them out."""
+    with_again = compose(make_config, "ada@example.org", max_age_days=30, trending_again=3)
+    without = compose(make_config, "ada@example.org", max_age_days=30, trending_again=0)
+    *new, last = with_again.digest.sections
+    assert last.name == AGAIN_SECTION
+    recent = [item.paper.key for section in new for item in section.items]
+    assert recent == [item.paper.key for item in without.digest.items]
