@@ -67,3 +67,14 @@ def test_a_day_with_only_old_papers_on_the_topics_gets_them_as_trending_again(ma
     assert all(is_old(item.paper, DAY, 1) for item in section.items)
     assert composed.rendered.subject.startswith("Trending again: ")
     assert "Nothing new matched your interests today, but" in " ".join(composed.rendered.text.split())
+
+
+def test_old_papers_do_not_take_the_places_of_recent_ones(make_config):
+    """The new papers of a digest with a "Trending again" section are the ones it has when old papers are not shown
+    at all: the old ones ranked ahead of them do not push them out."""
+    with_again = compose(make_config, "ada@example.org", max_age_days=30, trending_again=3)
+    without = compose(make_config, "ada@example.org", max_age_days=30, trending_again=0)
+    *new, last = with_again.digest.sections
+    assert last.name == AGAIN_SECTION
+    recent = [item.paper.key for section in new for item in section.items]
+    assert recent == [item.paper.key for item in without.digest.items]

@@ -46,7 +46,8 @@ def test_status_says_paused_until_and_suppressed_for_good():
     now = datetime(2026, 6, 12, 12, 0, tzinfo=UTC)
     assert line_for(now, paused={"Ada@example.org": date(2026, 6, 19)}) == ("paused", "until 2026-06-19")
     assert line_for(now, paused={"ada@example.org": date(2026, 6, 1)})[0] == "due"  # the pause is over
-    assert line_for(now, suppressed={"ada@example.org": "unsubscribed"}) == ("suppressed", "unsubscribed by link: never sent")
+    suppressed = line_for(now, suppressed={"ada@example.org": "unsubscribed"})
+    assert suppressed == ("suppressed", "unsubscribed by link: never sent")
 
 
 def test_status_says_what_happens_to_a_digest_in_the_send_log():
