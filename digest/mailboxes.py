@@ -73,7 +73,11 @@ def imap(url: str, environ: Mapping[str, str], password_env: str) -> Iterator[It
     The password comes from the environment variable `password_env`, never from the URL.
     """
     parts = urlsplit(url)
-    if parts.scheme not in ("imap", "imaps") or not parts.hostname or not parts.username:
+    try:
+        port = parts.port
+    except ValueError:  # not a number, or past 65535
+        port = -1
+    if parts.scheme not in ("imap", "imaps") or not parts.hostname or not parts.username or port == -1:
         raise UsageError(f"--imap {url!r}: give imaps://USER@HOST[:PORT]/MAILBOX (or imap:// for STARTTLS)")
     if parts.password:
         raise UsageError(f"--imap: leave the password out of the URL; put it in ${password_env} "
@@ -83,16 +87,20 @@ def imap(url: str, environ: Mapping[str, str], password_env: str) -> Iterator[It
         raise UsageError(f"--imap: the environment variable {password_env} (bounces.imap_password_env) holding the "
                          "IMAP password is empty")
     folder = unquote(parts.path.lstrip("/")) or "INBOX"
-    shown = f"{parts.scheme}://{parts.username}@{parts.hostname}{f':{parts.port}' if parts.port else ''}/{folder}"
-    conn = _imap_connect(parts.scheme, parts.hostname, parts.port, shown)
+    shown = f"{parts.scheme}://{parts.username}@{parts.hostname}{f':{port}' if port else ''}/{folder}"
+    conn = _imap_connect(parts.scheme, parts.hostname, port, shown)
     try:
         conn.login(unquote(parts.username), password)
         selected, _ = conn.select(_quoted(folder), readonly=True)
         kind, found = conn.uid("SEARCH", None, "ALL") if selected == "OK" else ("NO", [])
     except (imaplib.IMAP4.error, OSError) as exc:
+        refused = conn.state == "NONAUTH" and not isinstance(exc, imaplib.IMAP4.abort | OSError)  # LOGIN said NO
         with contextlib.suppress(imaplib.IMAP4.error, OSError):
             conn.logout()
-        raise DigestError(f"{shown}: {exc}") from exc
+        if refused:
+            raise UsageError(f"{shown}: the server refused the login: {_reason(exc)} (the password is read from "
+                             f"${password_env}, bounces.imap_password_env)") from exc
+        raise DigestError(f"{shown}: {_reason(exc)}") from exc
     if selected != "OK":
         with contextlib.suppress(imaplib.IMAP4.error, OSError):
             conn.logout()
@@ -109,10 +117,17 @@ def _imap_items(conn: imaplib.IMAP4, uids: list[bytes], shown: str) -> Iterator[
             data = next((item[1] for item in fetched or () if isinstance(item, tuple)), None)
             yield Item(where, data) if kind == "OK" and data is not None else Item(where, None, "cannot fetch it")
     except (imaplib.IMAP4.error, OSError) as exc:  # a refused login, a dropped connection: nothing more to read
-        raise DigestError(f"{shown}: {exc}") from exc
+        raise DigestError(f"{shown}: {_reason(exc)}") from exc
     finally:
         with contextlib.suppress(imaplib.IMAP4.error, OSError):
             conn.logout()
+
+
+def _reason(exc: BaseException) -> str:
+    """The error as text: imaplib hands on the server's reply as bytes (which would print as b'...')."""
+    if len(exc.args) == 1 and isinstance(exc.args[0], bytes):
+        return exc.args[0].decode(errors="replace")
+    return str(exc)
 
 
 def _quoted(folder: str) -> str:

@@ -117,6 +117,23 @@ def postgres():
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def dovecot():
+    """A Dovecot IMAP server for the session (skipped where Dovecot is not installed, unless CI requires it)."""
+    import os
+
+    from .imapd import start
+
+    try:
+        server = start()
+    except (FileNotFoundError, OSError) as exc:
+        if os.environ.get("DIGEST_REQUIRE_DOVECOT"):
+            raise
+        pytest.skip(f"Dovecot not available: {exc}")
+    yield server
+    server.stop()
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store_url(request, tmp_path: Path) -> str:
     """A fresh database URL: a SQLite file, and a PostgreSQL database (every store test runs on both)."""

@@ -32,15 +32,21 @@ def mid(email: str, day: date = DAY) -> str:
 @pytest.fixture
 def bounce_app(make_config, subscribers_dir, store_url):
     """The example subscribers on SQLite and PostgreSQL, with digests of several days recorded as sent."""
-    application = App(make_config(subscribers={"dir": str(subscribers_dir)}, store={"url": store_url}))
+    application = app_with_digests(make_config(subscribers={"dir": str(subscribers_dir)}, store={"url": store_url}))
+    yield application
+    application.close()
+
+
+def app_with_digests(config) -> App:
+    """An App whose subscribers were sent digests on DAY and the two days before (in the send log)."""
+    application = App(config)
     application.sync()
     for day in (DAY - timedelta(days=2), DAY - timedelta(days=1), DAY):
         application.store.enqueue(day, [ADA, GRACE, KATHERINE, ALAN], message_id=lambda e, d=day: mid(e, d),
                                   transport="smtp")
         for email in (ADA, GRACE, KATHERINE, ALAN):
             assert application.store.mark_sent(email, day, [], message_id=mid(email, day))
-    yield application
-    application.close()
+    return application
 
 
 def mailbox_messages(app: App) -> list[bytes]:
