@@ -24,6 +24,7 @@ from pathlib import Path
 from scale import TOPICS  # the ranking benchmark's ten topics, so both benches model the same audience
 
 from digest.select.text import words
+from digest.store.schema import HEAD
 from digest.subscribers import WEEKDAYS
 
 SITE_VERSION = 2  # bump when what a site holds changes, so cached sites are rebuilt
@@ -183,7 +184,8 @@ def build(spec: SiteSpec, root: Path, sample: Path, digest: Sequence[str]) -> Si
     """The cached site of `spec` under `root`, built first when missing or incomplete."""
     site = Site(spec, root / spec.name)
     marker = site.folder / "site.json"
-    wanted = {**asdict(spec), "day": spec.day.isoformat(), "version": SITE_VERSION}
+    # the schema too: a site built by an older version is rebuilt, not refused by the store
+    wanted = {**asdict(spec), "day": spec.day.isoformat(), "version": SITE_VERSION, "schema": HEAD}
     if marker.exists() and json.loads(marker.read_text()) == wanted:
         return site
     shutil.rmtree(site.folder, ignore_errors=True)
