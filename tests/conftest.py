@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -100,38 +102,44 @@ def background_papers():
     return list(parse(text, "fixture", seen_on=DAY).papers)
 
 
-@pytest.fixture(scope="session")
-def postgres():
-    """A PostgreSQL server for the session (skipped where PostgreSQL is not installed, unless CI requires it)."""
+def _throwaway(start: Any, name: str, required_by: str) -> Iterator[Any]:
+    """A server the tests start for the session; skipped where `name` is not installed, unless CI requires it."""
     import os
-
-    from .pg import start
 
     try:
         server = start()
     except (FileNotFoundError, OSError) as exc:
-        if os.environ.get("DIGEST_REQUIRE_POSTGRES"):
+        if os.environ.get(required_by):
             raise
-        pytest.skip(f"PostgreSQL not available: {exc}")
+        pytest.skip(f"{name} not available: {exc}")
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A PostgreSQL server for the session."""
+    from .pg import start
+
+    yield from _throwaway(start, "PostgreSQL", "DIGEST_REQUIRE_POSTGRES")
 
 
 @pytest.fixture(scope="session")
 def dovecot():
-    """A Dovecot IMAP server for the session (skipped where Dovecot is not installed, unless CI requires it)."""
-    import os
-
+    """A Dovecot IMAP server for the session."""
     from .imapd import start
 
-    try:
-        server = start()
-    except (FileNotFoundError, OSError) as exc:
-        if os.environ.get("DIGEST_REQUIRE_DOVECOT"):
-            raise
-        pytest.skip(f"Dovecot not available: {exc}")
+    yield from _throwaway(start, "Dovecot", "DIGEST_REQUIRE_DOVECOT")
+
+
+@pytest.fixture
+def web(app):
+    """`digest serve` on a free port for the test module's `app` fixture."""
+    from .web_server import Server
+
+    server = Server(app)
     yield server
-    server.stop()
+    server.close()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

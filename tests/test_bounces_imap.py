@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -45,8 +46,15 @@ def password(server) -> dict[str, str]:
     return {"DIGEST_IMAP_PASSWORD": server.password}
 
 
-def log_since(server, offset: int) -> list[str]:
-    return server.log()[offset:].splitlines()
+def log_since(server, offset: int, *, holding: str = "", timeout: float = 10.0) -> list[str]:
+    """The server's log lines written after `offset`; with `holding`, waited for until one holds it (Dovecot writes
+    a connection's line when the connection closes, a moment after the client has gone)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        lines = server.log()[offset:].splitlines()
+        if not holding or any(holding in line for line in lines) or time.monotonic() > deadline:
+            return lines
+        time.sleep(0.05)
 
 
 @pytest.mark.parametrize("scheme", ["imaps", "imap"])
@@ -101,7 +109,8 @@ def test_plain_imap_is_read_from_loopback_only(dovecot, imap_app):
     with pytest.raises(UsageError, match="does not offer STARTTLS; not sending the password in plain text"):
         read_mailbox(imap_app, imap=dovecot.url(folder, scheme="plain", host=dovecot.outward),
                      environ=password(dovecot))
-    seen = [line for line in log_since(dovecot, offset) if f"rip={dovecot.outward}," in line]
+    seen = [line for line in log_since(dovecot, offset, holding=f"rip={dovecot.outward},")
+            if f"rip={dovecot.outward}," in line]
     assert seen and all("no auth attempts" in line for line in seen), seen
 
 

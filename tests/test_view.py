@@ -14,7 +14,6 @@ from digest.pipeline import App
 
 from .conftest import SEEDS
 from .smtpd import Recorder, smtp_server
-from .web_server import Server
 
 ADA = "ada@example.org"
 
@@ -27,13 +26,6 @@ def app(make_config, subscribers_dir, monkeypatch) -> Iterator[App]:
     application.ingest([SEEDS], seen_on=date.today())
     yield application
     application.close()
-
-
-@pytest.fixture
-def web(app) -> Iterator[Server]:
-    server = Server(app)
-    yield server
-    server.close()
 
 
 def titles(html: str) -> list[str]:

@@ -40,13 +40,6 @@ def app(request, make_config, subscribers_dir, monkeypatch) -> Iterator[App]:
     application.close()
 
 
-@pytest.fixture
-def web(app) -> Iterator[Server]:
-    server = Server(app)
-    yield server
-    server.close()
-
-
 def outcome(app: App, email: str, day: date = DAY):
     return next(o for o in app.send(day, only=email).outcomes if o.subscriber == email)
 

@@ -17,7 +17,7 @@ from digest.pipeline import App
 
 from .conftest import DAY, SEEDS
 from .pg import free_port
-from .web_server import OPERATOR, Served, Server
+from .web_server import OPERATOR, Served
 
 ADA, GRACE = "ada@example.org", "grace@example.org"
 ONE_CLICK = {"List-Unsubscribe": "One-Click"}
@@ -30,13 +30,6 @@ def app(make_config, subscribers_dir, monkeypatch) -> Iterator[App]:
     application.ingest([SEEDS], seen_on=DAY)
     yield application
     application.close()
-
-
-@pytest.fixture
-def web(app) -> Iterator[Server]:
-    server = Server(app)
-    yield server
-    server.close()
 
 
 def token_of(url: str) -> str:
