@@ -218,3 +218,30 @@ def test_preview_rereads_a_changed_template(make_config, subscribers_dir, tmp_pa
     finally:
         server.close()
         app.close()
+
+
+def test_admin_says_why_each_address_is_suppressed(web, app, tmp_path):
+    """/admin/ lists the suppressed addresses with why: an unsubscribe by link, a hard bounce read from the mailbox
+    with its status, and an erased address only as its hash."""
+    from digest.bounces import read_mailbox
+    from digest.mail import message_id
+    from digest.privacy import forget
+
+    from . import mailsamples as ms
+
+    app.store.suppress("grace@example.org", "unsubscribed")
+    report = ms.postfix_dsn("alan@example.org", status="5.1.1", report_id="<hard-alan@x>",
+                            original=ms.original_headers("alan@example.org",
+                                                         message_id("alan@example.org", DAY, "digest@example.org")))
+    app.sync()  # the profile files' subscribers in the store, where a bounce is matched to its subscriber
+    summary = read_mailbox(app, maildir=ms.write_maildir(tmp_path / "box", [report]))
+    assert summary.counts["hard"] == 1, summary.line()
+    forget(app, "zed@example.org")
+    page = BeautifulSoup(web.client.get("/admin/", auth=OPERATOR).text, "html.parser")
+    rows = {cells[0]: cells[2] for cells in ([td.get_text(" ", strip=True) for td in tr.find_all("td")]
+                                             for tr in page.find_all("tr")) if len(cells) == 3}
+    assert rows["grace@example.org"] == "unsubscribed by link"
+    assert "hard bounce" in rows["alan@example.org"] and "5.1.1" in rows["alan@example.org"]
+    erased = [address for address, why in rows.items() if why.startswith("forgotten")]
+    assert erased and all(address.startswith("sha256:") for address in erased)
+    assert "zed@example.org" not in page.get_text()
