@@ -3,9 +3,9 @@
 A paper published more than `select.max_age_days` before the digest date (a 2021 paper back on
 today's trending list) is never one of the digest's new papers: it can only appear in a small
 section of its own, "Trending again", at most `select.trending_again` of them, ranked for the
-subscriber like the rest (0: never shown). One ranking serves both parts: the selector picks
-more papers than the subscriber's `max_papers` (`trending_again` plus the number of the pool's old papers, so
-a pool of new papers, the usual day, ranks no more than before), and the picks are split by age after. So an
+subscriber like the rest (0: never shown). One ranking serves both parts: the selector takes the
+subscriber's `max_papers` recent papers and at most `trending_again` old ones, each kind from its own best
+candidates (`select.rank.old_papers`, the same test as `is_old`), and the picks are split by age after. So an
 old paper never takes the place of a recent one; with `trending_again = 0` old papers are blocked before
 ranking. A paper without a known publication date counts as recent: nothing says otherwise.
 """
@@ -41,10 +41,7 @@ class Ages:
         if not self.max_age_days:
             return subscriber, signals
         if self.again and subscriber.interests:
-            # Room for every old paper of the pool, which may all rank ahead of the recent ones: an old paper never
-            # takes a recent one's place (a pool of new papers, the usual day, ranks no more than before).
-            room = self.again + len(self._papers(pool, day)[0])
-            return replace(subscriber, max_papers=subscriber.max_papers + room), signals
+            return subscriber, signals  # the selector takes max_papers recent and `again` old (`rank.old_papers`)
         return subscriber, _blocking(signals, self._papers(pool, day)[0])
 
     def again_reader(self, subscriber: Subscriber, pool: Pool, day: date,

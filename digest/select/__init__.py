@@ -19,7 +19,7 @@ from .batch import candidates
 from .corpus import CorpusStats
 from .pool import Embedder, Pool
 from .profile import Signals
-from .rank import MMR_WINDOW, TRENDING_SECTION, Ranked, blocked_papers, rank, sections
+from .rank import TRENDING_SECTION, Ranked, blocked_papers, candidate_window, rank, sections
 from .scores import LIKED_SECTION, Scored, Scores, SelectSettings
 from .text import tokens
 
@@ -48,15 +48,6 @@ def select_digest(pool: Pool, subscriber: Subscriber, *, day: date, settings: Se
     scores = Scores(pool, subscriber, settings, signals)
     return Digest(subscriber, day, sections(pool, scores, subscriber, day=day, settings=settings,
                                             blocked=blocked_papers(pool, subscriber, signals)))
-
-
-def candidate_window(wanted: int) -> int:
-    """How many eligible candidates a digest of `wanted` papers can draw its picks from.
-
-    Diversity re-ranks the best max(MMR_WINDOW × wanted, wanted + 5) and drops near-duplicates
-    among them, whose places are filled from the next `wanted` at most.
-    """
-    return max(MMR_WINDOW * wanted, wanted + 5) + wanted
 
 
 def select_many(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, settings: SelectSettings,

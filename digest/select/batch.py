@@ -32,7 +32,7 @@ from ..models import Subscriber
 from .learn import DENSE_DIM, FeedbackModel, standardised
 from .pool import Index, Pool
 from .profile import CompiledInterest, Part, Signals, compile_interest, mean_reference, unit_reference
-from .rank import blocked_indices, boost
+from .rank import blocked_indices, boost, candidate_window, old_papers
 from .scores import NO_MATCH, Scored, SelectSettings, blend, calibrate, calibration, feedback_model, sigmoid
 from .text import N_FEATURES
 
@@ -107,6 +107,7 @@ class _Run:
     blocked: list[np.ndarray]
     dense: bool  # dense similarity joins the logit
     emails: list[str]
+    old: np.ndarray | None = None  # the pool's old papers, when a digest takes a quota of them (`rank.old_papers`)
 
 
 def _run(pool: Pool, subscribers: Sequence[Subscriber], day: date, settings: SelectSettings,
@@ -122,7 +123,7 @@ def _run(pool: Pool, subscribers: Sequence[Subscriber], day: date, settings: Sel
                 blocked[n] = blocked_indices(pool, sub, signals[sub.email])
     dense = bool(settings.dense_weight) and pool.dense is not None
     return _Run(plan, pool, index, np.log(boost(pool, day, settings)), settings, models, blocked, dense,
-                [s.email for s in subscribers])
+                [s.email for s in subscribers], old_papers(pool, day, settings))
 
 
 def rank_many(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, settings: SelectSettings,
@@ -302,11 +303,22 @@ def _candidate_chunk(run: _Run, start: int, end: int, k: int, signals: Mapping[s
         if len(run.blocked[r]):
             sure[n, run.blocked[r]] = -np.inf
             near[n, run.blocked[r]] = -np.inf
-    kth = -np.partition(-sure, k - 1, axis=1)[:, k - 1] if k else np.full(len(rows), np.inf)
-    cutoff = np.where(np.isfinite(kth), kth - TIE_MARGIN, -np.inf)
-    kept = (near >= cutoff[:, None]) & np.isfinite(near)
+    if run.old is None:
+        kept = _top_near(sure, near, k)
+    else:  # the best of each kind: old papers cannot crowd recent ones out of a digest's candidates
+        old_k = min(candidate_window(int(run.settings.trending_again)), len(run.pool))
+        recent = _top_near(np.where(run.old[None, :], -np.inf, sure), np.where(run.old[None, :], -np.inf, near), k)
+        kept = recent | _top_near(np.where(run.old[None, :], sure, -np.inf), np.where(run.old[None, :], near, -np.inf),
+                                  old_k)
     _scored(run, lo, rows, first, counts, kept, _Kept(raw, logit, z, lexical, best, which, learned),
             dict(zip(with_model, share.tolist(), strict=True)), signals, out)
+
+
+def _top_near(sure: np.ndarray, near: np.ndarray, k: int) -> np.ndarray:
+    """Per row, the papers `near` keeps at or above (within TIE_MARGIN of) the k-th best of `sure`."""
+    kth = -np.partition(-sure, k - 1, axis=1)[:, k - 1] if k else np.full(len(sure), np.inf)
+    cutoff = np.where(np.isfinite(kth), kth - TIE_MARGIN, -np.inf)
+    return (near >= cutoff[:, None]) & np.isfinite(near)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)

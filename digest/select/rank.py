@@ -194,10 +194,42 @@ def sections(pool: Pool, scores: Scored, subscriber: Subscriber, *, day: date, s
     return tuple(Section(name, tuple(items)) for name, items in grouped.items())
 
 
+def candidate_window(wanted: int) -> int:
+    """How many eligible candidates a digest of `wanted` papers can draw its picks from.
+
+    Diversity re-ranks the best max(MMR_WINDOW × wanted, wanted + 5) and drops near-duplicates
+    among them, whose places are filled from the next `wanted` at most.
+    """
+    return max(MMR_WINDOW * wanted, wanted + 5) + wanted
+
+
+def old_papers(pool: Pool, day: date, settings: SelectSettings) -> np.ndarray | None:
+    """Which of the pool's papers are old on `day` (published more than max_age_days before), or None when a
+    digest takes no separate quota of old papers (no age limit, or trending_again 0: they are blocked instead)."""
+    if not (settings.max_age_days and settings.trending_again):
+        return None
+    memo = pool.index(settings.title_weight).memo
+    key = ("old", day, settings.max_age_days)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = np.array([p.published is not None and (day - p.published).days > settings.max_age_days
+                                      for p in pool.papers], dtype=bool)
+    return found  # type: ignore[no-any-return]
+
+
+def quota_windows(old: np.ndarray, recent_wanted: int, old_wanted: int) -> np.ndarray:
+    """Positions (in score order) of the candidates diversity weighs when a digest takes `recent_wanted` recent and
+    `old_wanted` old papers: the best window of each kind (`candidate_window` keeps both in a batch)."""
+    recent_at, old_at = np.flatnonzero(~old), np.flatnonzero(old)
+    return np.sort(np.concatenate([recent_at[:max(MMR_WINDOW * recent_wanted, recent_wanted + 5)],
+                                   old_at[:max(MMR_WINDOW * old_wanted, old_wanted + 5)]]))
+
+
 def choose(pool: Pool, scores: Scored, subscriber: Subscriber, *, day: date, settings: SelectSettings,
            blocked: np.ndarray | None = None, limit: int | None = None) -> tuple[list[int], np.ndarray, np.ndarray]:
     """The picks (positions in `scores`, best first), and every covered paper's boosted score and floor verdict:
-    the eligible papers best first, re-ranked for diversity; with `limit`, the top N regardless of the floor."""
+    the eligible papers best first, re-ranked for diversity; with `limit`, the top N regardless of the floor.
+    With an age split (`old_papers`), max_papers recent and at most trending_again old ones."""
     boost = _boost(pool, day, settings)[2]
     final = boosted(scores.relevance, boost[scores.papers])
     passes = scores.relevance >= settings.min_relevance
@@ -209,11 +241,33 @@ def choose(pool: Pool, scores: Scored, subscriber: Subscriber, *, day: date, set
     order, ranked = candidates[by_score], final[candidates[by_score]]
     wanted = subscriber.max_papers if limit is None else limit
     positive = int(np.count_nonzero(ranked > 0))  # (a prefix of the order)
+    old = old_papers(pool, day, settings) if limit is None else None
+    if old is not None:
+        return _quota_picks(pool, scores, order[:positive], ranked[:positive], old[scores.papers[order[:positive]]],
+                            wanted, int(settings.trending_again), settings), final, passes
     picks = diversify(pool.index(settings.title_weight), scores.papers[order[:positive]], ranked[:positive], wanted,
                       settings.diversity, drop_duplicates=limit is None)
     head = order[:positive].tolist()
     chosen = [head[n] for n in picks] + order[positive:positive + wanted - len(picks)].tolist()
     return chosen, final, passes
+
+
+def _quota_picks(pool: Pool, scores: Scored, order: np.ndarray, ranked: np.ndarray, old: np.ndarray, recent_wanted: int,
+                 old_wanted: int, settings: SelectSettings) -> list[int]:
+    """`choose` with an age split: diversity over the best window of recent and of old candidates, then the picks
+    taken in that order up to `recent_wanted` recent and `old_wanted` old, recent shortfalls filled in score order
+    from after the window (near-duplicates left out, as in `diversify`)."""
+    window = quota_windows(old, recent_wanted, old_wanted)
+    ranked_window = diversify(pool.index(settings.title_weight), scores.papers[order[window]], ranked[window],
+                              len(window), settings.diversity, drop_duplicates=True)
+    outside = np.ones(len(order), dtype=bool)
+    outside[window] = False
+    sequence = np.concatenate([window[np.asarray(ranked_window, dtype=np.int64)], np.flatnonzero(outside)])
+    kind = old[sequence]
+    take = np.zeros(len(sequence), dtype=bool)
+    take[np.flatnonzero(~kind)[:recent_wanted]] = True
+    take[np.flatnonzero(kind)[:old_wanted]] = True
+    return order[sequence[take]].tolist()  # type: ignore[no-any-return]
 
 
 def _trending(pool: Pool, subscriber: Subscriber, day: date, settings: SelectSettings, blocked: np.ndarray,

@@ -44,6 +44,10 @@ class SelectSettings:
     diversity: float = 0.3
     semantic_weight: float = 0.0
     dense_weight: float = 0.5
+    # The honest-dates split (`digest.dating`): a paper published more than max_age_days before the digest is
+    # "old", and a digest takes at most trending_again old papers besides its max_papers recent ones (0: no split).
+    max_age_days: float = 0.0
+    trending_again: float = 0.0
 
 
 def calibration(dense: bool) -> tuple[float, float]:
