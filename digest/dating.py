@@ -5,7 +5,7 @@ today's trending list) is never one of the digest's new papers: it can only appe
 section of its own, "Trending again", at most `select.trending_again` of them, ranked for the
 subscriber like the rest (0: never shown). One ranking serves both parts: the selector takes the
 subscriber's `max_papers` recent papers and at most `trending_again` old ones, each kind from its own best
-candidates (`select.rank.old_papers`, the same test as `is_old`), and the picks are split by age after. So an
+candidates (`select.rank.old_papers`, by `models.is_old`), and the picks are split by age after. So an
 old paper never takes the place of a recent one; with `trending_again = 0` old papers are blocked before
 ranking. A paper without a known publication date counts as recent: nothing says otherwise.
 """
@@ -15,15 +15,10 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import date
 
-from .models import AGAIN_SECTION, Digest, Paper, Section, Subscriber
+from .models import AGAIN_SECTION, Digest, Section, Subscriber, is_old
 from .select import Pool, Signals
 
 __all__ = ["AGAIN_SECTION", "Ages", "is_old"]
-
-
-def is_old(paper: Paper, day: date, max_age_days: int) -> bool:
-    """Whether `paper` was published more than `max_age_days` before `day` (0: no paper is old)."""
-    return bool(max_age_days and paper.published and (day - paper.published).days > max_age_days)
 
 
 class Ages:
@@ -34,15 +29,14 @@ class Ages:
         self.max_age_days, self.again = max_age_days, again
         self._ids: tuple[Pool, date, frozenset[int], frozenset[int]] | None = None  # pool, day, old ids, recent ids
 
-    def reader(self, subscriber: Subscriber, pool: Pool, day: date, signals: Signals) -> tuple[Subscriber, Signals]:
-        """The subscriber and signals the selector ranks with: room for `again` more picks (split off after: one
-        ranking for both parts), or the old papers blocked like papers already received (when none may show, and
-        for a trending-only profile, whose old papers `again_reader` picks apart: its ranking is a cheap sort)."""
-        if not self.max_age_days:
-            return subscriber, signals
-        if self.again and subscriber.interests:
-            return subscriber, signals  # the selector takes max_papers recent and `again` old (`rank.old_papers`)
-        return subscriber, _blocking(signals, self._papers(pool, day)[0])
+    def ranked_with(self, subscriber: Subscriber, pool: Pool, day: date, signals: Signals) -> Signals:
+        """The signals the selector ranks `subscriber` with: the old papers blocked like papers already received
+        when none may show, and for a trending-only profile, whose old papers `again_reader` picks apart (its
+        ranking is a cheap sort). Otherwise unchanged: the selector takes max_papers recent papers and `again` old
+        ones itself (`select.rank.old_papers`)."""
+        if not self.max_age_days or (self.again and subscriber.interests):
+            return signals
+        return _blocking(signals, self._papers(pool, day)[0])
 
     def again_reader(self, subscriber: Subscriber, pool: Pool, day: date,
                      signals: Signals) -> tuple[Subscriber, Signals] | None:
@@ -60,9 +54,9 @@ class Ages:
         return self._ids[2], self._ids[3]
 
     def split(self, digest: Digest, subscriber: Subscriber, again: Digest | None = None) -> Digest:
-        """`digest` (ranked with `reader`) for `subscriber`: at most max_papers recent papers in their sections, then
-        at most `again` old ones, best first, under "Trending again" (alone when no recent one). `again`: a trending-
-        only profile's old papers, picked apart."""
+        """`digest` for `subscriber`: at most max_papers recent papers in their sections, then at most `again` old
+        ones, best first, under "Trending again" (alone when no recent one). `again`: a trending-only profile's old
+        papers, picked apart."""
         if not self.max_age_days:
             return replace(digest, subscriber=subscriber)
         items = digest.items + (again.items if again is not None else ())

@@ -69,6 +69,11 @@ class Paper:
         return hash((self.arxiv_id, self.title))
 
 
+def is_old(paper: Paper, day: date, max_age_days: float) -> bool:
+    """Whether `paper` was published more than `max_age_days` before `day` (0: none is old; undated: not old)."""
+    return bool(max_age_days and paper.published and (day - paper.published).days > max_age_days)
+
+
 REPLACEMENT = "\ufffd"  # what a decoder puts where bytes were not text
 
 

@@ -214,8 +214,8 @@ class App:
         if signals is None:
             known = {subscriber.email: received} if received is not None else None
             signals = self.signals([subscriber], day, known)[subscriber.email]
-        reader, ranked_with = self.ages.reader(subscriber, pool, day, signals)
-        digest = select_digest(pool, reader, day=day, settings=self.settings, signals=ranked_with)
+        ranked_with = self.ages.ranked_with(subscriber, pool, day, signals)
+        digest = select_digest(pool, subscriber, day=day, settings=self.settings, signals=ranked_with)
         return self.finish(self._aged(digest, subscriber, pool, day, signals), pool, ranked_with, test_to=test_to)
 
     def _aged(self, digest: Digest, subscriber: Subscriber, pool: Pool, day: date, signals: Signals) -> Digest:
@@ -336,12 +336,8 @@ class App:
             except Exception as exc:  # noqa: BLE001 - every digest of the batch fails with it, the run goes on
                 yield from (exc for _ in subscribers)
                 return
-            readers, ranked_with = [], {}
-            for subscriber in subscribers:
-                reader, ranked_with[subscriber.email] = self.ages.reader(subscriber, pool, day,
-                                                                         signals[subscriber.email])
-                readers.append(reader)
-            for subscriber, digest in zip(subscribers, self._select(pool, readers, day, ranked_with), strict=True):
+            ranked_with = {s.email: self.ages.ranked_with(s, pool, day, signals[s.email]) for s in subscribers}
+            for subscriber, digest in zip(subscribers, self._select(pool, subscribers, day, ranked_with), strict=True):
                 try:
                     if isinstance(digest, Exception):
                         raise digest

@@ -39,7 +39,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..models import Item, Paper, Section, Subscriber
+from ..models import Item, Paper, Section, Subscriber, is_old
 from .explain import Explainer
 from .pool import Index, Pool
 from .profile import Signals
@@ -212,8 +212,7 @@ def old_papers(pool: Pool, day: date, settings: SelectSettings) -> np.ndarray | 
     key = ("old", day, settings.max_age_days)
     found = memo.get(key)
     if found is None:
-        found = memo[key] = np.array([p.published is not None and (day - p.published).days > settings.max_age_days
-                                      for p in pool.papers], dtype=bool)
+        found = memo[key] = np.array([is_old(p, day, settings.max_age_days) for p in pool.papers], dtype=bool)
     return found  # type: ignore[no-any-return]
 
 
