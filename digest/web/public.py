@@ -175,7 +175,6 @@ def view(token: str) -> Response:
     if subject.issued is None:
         abort(400)
     app = current()
-    app.sync()  # a profile file edited since the last run
     subscriber = app.store.subscribers_by_email([subject.email]).get(subject.email)  # one row, not the whole roster
     if subscriber is None:
         abort(404)
