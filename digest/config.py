@@ -44,6 +44,11 @@ class Setting:
 SETTINGS: tuple[Setting, ...] = (
     Setting("store", "url", str, "sqlite:///digest.db",
             "Database URL (SQLAlchemy). A relative SQLite path is relative to the config file.", check="database"),
+    Setting("store", "durable_sends", bool, False,
+            "Flush every digest's `sent` mark to disk before the next digest goes (SQLite synchronous=FULL, "
+            "PostgreSQL synchronous_commit on for the send log). Off, a killed process still loses nothing; a power "
+            "cut, or a crash of the machine or the PostgreSQL server, can forget the marks of the last moments, and "
+            "those digests are sent once more (see the README's crash-safety notes)."),
     Setting("ingest", "paths", list, ["seeds"],
             "Files or folders `digest ingest` and `digest run` read when given no paths.", path=True),
     Setting("subscribers", "dir", str, "subscribers", "Folder of subscriber profiles (`*.toml`).", path=True),

@@ -67,7 +67,7 @@ class App:
     def __init__(self, config: Config, *, transport: Transport | None = None, workers: int | None = None) -> None:
         self.config = config
         self.workers = workers or config.delivery.workers
-        self.store = Store(config.store.url)
+        self.store = Store(config.store.url, durable_sends=config.store.durable_sends)
         overrides = [config.render.templates] if config.render.templates else []
         self.renderer = Renderer(overrides)
         self.newsletter = config.newsletter_info

@@ -136,6 +136,47 @@ def test_an_expired_lease_or_a_dead_owner_is_taken_over(store_url):
     store.close()
 
 
+def test_a_sent_mark_records_the_papers_once_and_flushes_as_the_setting_says(store_url, request):
+    """`mark_sent` records the Message-ID and each paper once (one statement on PostgreSQL), says whether the
+    claim was still held, and commits the way `store.durable_sends` asks: on PostgreSQL with
+    `synchronous_commit = off` unless durable (seen in the server's own statement log), on SQLite with
+    synchronous NORMAL or FULL."""
+    from digest.models import Paper
+
+    logged = None
+    if store_url.startswith("postgresql"):  # the server logs every statement of this test's database
+        server = request.getfixturevalue("postgres")
+        name = store_url.rsplit("/", 1)[1]
+        with sa.create_engine(server.url()).connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.execute(sa.text(f"ALTER DATABASE {name} SET log_statement = 'all'"))
+        logged = server.folder / "server.log"
+    for durable in (False, True):
+        store = Store(store_url, durable_sends=durable)
+        day = DAY + timedelta(days=int(durable))
+        store.add_papers([Paper(title=f"Paper {i}", abstract="x", arxiv_id=f"2606.0000{i}") for i in range(3)],
+                         seen_on=day)
+        ids = sorted(p.store_id for p in store.all_papers())
+        who = f"durable-{durable}@example.org"
+        store.enqueue(day, [who], message_id=lambda e: "<old@x>", transport="smtp")
+        store.claim(day, "me/1/1/z", limit=1, lease_until=later(minutes=5))
+        start = logged.stat().st_size if logged else 0
+        assert store.mark_sent(who, day, [ids[0], ids[1], ids[0]], owner="me/1/1/z",
+                               message_id="<new@x>")
+        assert store.received_before(who, day + timedelta(days=1)) == {ids[0], ids[1]}
+        assert store.delivery(who, day).message_id == "<new@x>"
+        assert store.delivery(who, day).status == "sent"
+        assert not store.mark_sent(who, day, [ids[2]], owner="someone/2/2/else")  # not held: False,
+        assert store.received_before(who, day + timedelta(days=1)) == set(ids)  # papers kept all the same
+        if logged:
+            text = logged.read_bytes()[start:].decode()
+            assert "WITH u AS (UPDATE deliveries" in text
+            assert ("SET LOCAL synchronous_commit = off" in text) is (not durable)
+        else:
+            with store.engine.connect() as conn:
+                assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == (2 if durable else 1)
+        store.close()
+
+
 def test_concurrent_claimers_never_share_a_digest(store_url):
     """Eight threads with their own connections claiming 400 digests in batches of 7: each claimed exactly once."""
     store = Store(store_url)

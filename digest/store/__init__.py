@@ -36,9 +36,11 @@ class Store(PaperStore, SendLogStore, ClaimStore, RosterStore, RunStore, Feedbac
             PrivacyStore):
     """The database: open it with a SQLAlchemy URL; a new database is made at the current schema."""
 
-    def __init__(self, url: str, *, check_schema: bool = True) -> None:
+    def __init__(self, url: str, *, check_schema: bool = True, durable_sends: bool = False) -> None:
+        """`durable_sends`: every `sent` mark is flushed to disk before `mark_sent` returns (see the setting)."""
         self.url = url
-        self.engine: Engine = make_engine(url)
+        self.durable_sends = durable_sends
+        self.engine: Engine = make_engine(url, durable=durable_sends)
         if not check_schema:
             return
         try:

@@ -31,8 +31,10 @@ def normalise_url(url: str) -> str:
     return url
 
 
-def make_engine(url: str) -> Engine:
-    """An engine for the URL; StoreError when the driver or the SQLite folder is missing."""
+def make_engine(url: str, *, durable: bool = False) -> Engine:
+    """An engine for the URL; StoreError when the driver or the SQLite folder is missing.
+
+    `durable`: SQLite flushes every commit (synchronous=FULL) instead of at checkpoints."""
     url = normalise_url(url)
     if url.startswith("sqlite:///"):
         folder = Path(url.removeprefix("sqlite:///")).parent
@@ -41,7 +43,7 @@ def make_engine(url: str) -> Engine:
     try:
         if url.startswith("sqlite"):
             engine = sa.create_engine(url)
-            sa.event.listen(engine, "connect", _sqlite_connect)
+            sa.event.listen(engine, "connect", _sqlite_full if durable else _sqlite_connect)
             sa.event.listen(engine, "begin", _sqlite_begin)
         else:
             engine = sa.create_engine(url, pool_pre_ping=True)
@@ -82,6 +84,11 @@ def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
     cursor.close()
 
 
+def _sqlite_full(dbapi_conn: Any, record: Any) -> None:
+    _sqlite_connect(dbapi_conn, record)
+    dbapi_conn.execute("PRAGMA synchronous=FULL")
+
+
 def _sqlite_begin(conn: Connection) -> None:
     conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("immediate") else "BEGIN")
 
@@ -90,6 +97,7 @@ class Base:
     """What every part of the store shares: the engine, and write transactions on it."""
 
     engine: Engine
+    durable_sends: bool = False  # every `sent` mark flushed before the next digest (`store.durable_sends`)
 
     def write(self, *, serial: bool = True) -> Any:
         """A write transaction (see `write`)."""

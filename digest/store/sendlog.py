@@ -18,11 +18,17 @@ _SQLITE_TIME = "%Y-%m-%d %H:%M:%S.%f"  # how SQLAlchemy stores a DateTime in SQL
 _SENT_UPDATE = ("UPDATE deliveries SET status = 'sent', detail = '', claimed_by = NULL, lease_until = NULL, "
                 "message_id = CASE WHEN {p} = '' THEN message_id ELSE {p} END, updated_at = {p} "
                 "WHERE subscriber = {p} AND digest_date = {p}")
+_OWNED = " AND claimed_by = {p}"
 _SENT_SQL = {  # the statements of `mark_sent`, in each driver's parameter style
-    dialect: {"any": _SENT_UPDATE.format(p=p), "owned": _SENT_UPDATE.format(p=p) + f" AND claimed_by = {p}",
-              "received": f"INSERT INTO received (subscriber, paper_id, digest_date) VALUES ({p}, {p}, {p}) "
-                          "ON CONFLICT DO NOTHING"}
-    for dialect, p in (("sqlite", "?"), ("postgresql", "%s"))}
+    "sqlite": {"any": _SENT_UPDATE.format(p="?"), "owned": (_SENT_UPDATE + _OWNED).format(p="?"),
+               "received": "INSERT INTO received (subscriber, paper_id, digest_date) VALUES (?, ?, ?) "
+                           "ON CONFLICT DO NOTHING"},
+    # PostgreSQL: one statement, one round trip (the papers as an array); it returns how many rows the claim held
+    "postgresql": {kind: "WITH u AS (" + update.format(p="%s") + " RETURNING 1), r AS (INSERT INTO received "
+                   "(subscriber, paper_id, digest_date) SELECT %s, unnest(%s::int[]), %s ON CONFLICT DO NOTHING) "
+                   "SELECT count(*) FROM u"
+                   for kind, update in (("any", _SENT_UPDATE), ("owned", _SENT_UPDATE + _OWNED))},
+}
 
 
 def _chunks(items: Sequence[str] | None) -> list[Sequence[str] | None]:
@@ -100,19 +106,26 @@ class SendLogStore(Base):
         SQLAlchemy's statement machinery it cost more than composing the digest.
         """
         dialect = self.engine.dialect.name
-        sql = _SENT_SQL["postgresql" if dialect == "postgresql" else "sqlite"]
-        at, when = (day, _now()) if dialect == "postgresql" else (day.isoformat(), _now().strftime(_SQLITE_TIME))
+        postgres = dialect == "postgresql"
+        sql = _SENT_SQL["postgresql" if postgres else "sqlite"]
+        at, when = (day, _now()) if postgres else (day.isoformat(), _now().strftime(_SQLITE_TIME))
         key = (message_id, message_id, when, subscriber, at) + ((owner,) if owner is not None else ())
-        papers = [(subscriber, paper_id, at) for paper_id in dict.fromkeys(paper_ids)]
+        kind = "owned" if owner is not None else "any"
+        unique = list(dict.fromkeys(paper_ids))  # a paper received before keeps its first date
         raw = self.engine.raw_connection()
         try:
             cursor = raw.cursor()
-            if dialect != "postgresql":
+            if postgres:
+                if not self.durable_sends:  # see `store.durable_sends`: a killed process still loses nothing
+                    cursor.execute("SET LOCAL synchronous_commit = off")
+                cursor.execute(sql[kind], (*key, subscriber, unique, at))
+                held = cursor.fetchone()[0]
+            else:
                 cursor.execute("BEGIN IMMEDIATE")
-            cursor.execute(sql["owned" if owner is not None else "any"], key)
-            held = cursor.rowcount
-            if papers:  # a paper received before keeps its first date
-                cursor.executemany(sql["received"], papers)
+                cursor.execute(sql[kind], key)
+                held = cursor.rowcount
+                if unique:
+                    cursor.executemany(sql["received"], [(subscriber, paper_id, at) for paper_id in unique])
             raw.commit()  # sqlite3 commits the transaction BEGIN opened (it checks the handle, not its own mode)
         except BaseException:
             raw.rollback()
