@@ -76,6 +76,8 @@ class Composing(Protocol):
 
     def pool(self, day: date) -> Pool: ...
 
+    def warm(self, pool: Pool) -> None: ...
+
     def composer(self, pool: Pool) -> Composer: ...
 
     def subscriber(self, email: str) -> Subscriber: ...
@@ -205,6 +207,8 @@ class Dispatch:
                 return self.sender(pool, day, command).work(day, mine, only=only, should_stop=stop,
                                                             total=total if workers == 1 else None)
 
+        if workers > 1:
+            self.app.warm(pool)  # once, before the fork: the children share it
         results = in_processes(workers, job, should_stop=should_stop, before_fork=self.app.store.engine.dispose)
         if any(isinstance(r, Died) for r in results) and not should_stop():
             results.append(job(should_stop))  # take over what a dead worker held (its claims are free at once)

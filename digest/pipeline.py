@@ -327,6 +327,14 @@ class App:
         data = message.as_bytes()
         return self.dkim(data) if self.dkim else data
 
+    def warm(self, pool: Pool) -> None:
+        """Analyse what every batch of the day needs from the pool now, so that workers forked after this
+        share it instead of each computing it: the BM25F index and the dense embeddings of the papers (read
+        from the store, or computed with the model, which the workers then share as well)."""
+        pool.index(self.settings.title_weight)
+        if self.dense is not None:
+            pool.dense_papers()
+
     def composer(self, pool: Pool) -> Composer:
         """Compose a batch of subscribers' digests from one pool: their signals read in a few queries, the pool
         ranked for the whole batch at once (`select_many`), then each digest rendered."""

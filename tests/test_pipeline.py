@@ -151,3 +151,31 @@ def test_a_day_without_papers_skips_everyone_with_the_reason(make_config):
     assert [o.status for o in report.outcomes] == ["skipped"] * 5
     assert {o.reason for o in report.outcomes} <= {"nothing new above the relevance floor",
                                                    "not a delivery day for frequency weekly:mon"}
+
+
+def test_a_warmed_pool_composes_without_building_an_index_or_embedding_a_paper(make_config, monkeypatch):
+    """`send --workers N` warms the pool before forking: after `warm`, composing a batch builds no index and
+    embeds no paper (each forked worker would otherwise do it again). Without the warm-up it does."""
+    import digest.select.dense as dense
+    import digest.select.pool as pool_module
+
+    def forbidden(*_: object, **__: object) -> None:
+        raise AssertionError("computed after the warm-up")
+
+    for warmed in (True, False):
+        app = App(make_config())
+        app.ingest([SEEDS], seen_on=DAY)
+        subscribers = [s for s in app.roster().subscribers if not any(i.seed_papers for i in s.interests)][:5]
+        pool = app.pool(DAY)
+        if warmed:
+            app.warm(pool)
+        with monkeypatch.context() as patch:
+            patch.setattr(dense.DenseEmbedder, "papers", forbidden)
+            patch.setattr(pool_module, "Index", forbidden)
+            if warmed:
+                digests = [c.digest for c in app.composer(pool)(subscribers, DAY)]
+                assert len(digests) == 5 and all(d.count for d in digests)
+            else:
+                outcomes = list(app.composer(pool)(subscribers, DAY))
+                assert all(isinstance(o, AssertionError) for o in outcomes)
+        app.close()
