@@ -13,7 +13,7 @@ from digest.select import CorpusStats, Pool, SelectSettings, rank, select_digest
 from digest.select.profile import keyword_unit
 from digest.select.text import stems
 
-from .conftest import background_papers
+from .conftest import SEEDS, background_papers
 
 DAY = date(2026, 6, 12)
 SETTINGS = SelectSettings()
@@ -269,3 +269,20 @@ def test_importing_the_selector_does_not_import_scikit_learn():
 
     code = "import sys, digest.select, digest.select.learn; print('sklearn' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
+
+
+def test_the_fast_stemmer_gives_the_pure_python_snowball_stems():
+    """Stems come from PyStemmer (C) when it is installed, as it is by default; they must be exactly those of
+    snowballstemmer's pure-Python English stemmer, which built the shipped background statistics."""
+    import re
+
+    import Stemmer
+    from snowballstemmer.english_stemmer import EnglishStemmer
+
+    from digest.select import text
+
+    assert isinstance(text._STEMMER, Stemmer.Stemmer)
+    words = sorted({w for path in SEEDS.glob("*") for w in re.findall(r"[a-z]+", path.read_text().lower())})
+    assert len(words) > 3000
+    pure = EnglishStemmer()
+    assert [text._STEMMER.stemWord(w) for w in words] == [pure.stemWord(w) for w in words]
