@@ -1,7 +1,7 @@
 """Ranking quality on real labeled papers, the relevance floor, feedback, cold start, and throughput at scale.
 
     .venv/bin/python bench/ranking.py [--profiles B] [--seed 2] [--pools 30] [--no-supervised]
-    .venv/bin/python bench/ranking.py --feedback [--profiles B] [--seed 2] [--subscribers 8]
+    .venv/bin/python bench/ranking.py --feedback [--profiles B] [--seed 2] [--subscribers 8] [--held-out 3]
     .venv/bin/python bench/ranking.py --scale [--subscribers 100000] [--papers 1000]
 
 Quality: for each arXiv category of the profile set (`profiles.py`: settings and the calibration
@@ -23,7 +23,8 @@ tf-idf (mean and standard error over pools). Methods:
               category); where that leaves fewer than 100 papers of the category, outside the pool:
               not a competitor (it reads the answers), a rough ceiling for title-and-abstract methods.
 Also: the floor's precision and recall pooled over every paper of every pool, at several levels of
-select.min_relevance. --feedback: the simulated subscriber of issue 11 (see `feedback_curve`).
+select.min_relevance. --feedback: the simulated subscriber of issue 11, on each day's pool and on
+--held-out fixed evaluation pools (see `feedback.py`).
 --scale: see scale.py.
 """
 
@@ -328,6 +329,8 @@ def main() -> None:
                         help="SQLite file caching paper embeddings between runs")
     parser.add_argument("--no-supervised", action="store_true", help="skip the supervised reference (faster)")
     parser.add_argument("--feedback", action="store_true", help="the ten-day feedback curve instead")
+    parser.add_argument("--held-out", type=int, default=3,
+                        help="--feedback: fixed evaluation pools per simulated subscriber (0: the day curve only)")
     parser.add_argument("--floor", action="store_true", help="only the floor tables (hybrid and keywords alone)")
     parser.add_argument("--scale", action="store_true", help="time ranking for many subscribers instead")
     parser.add_argument("--subscribers", type=int, default=None, help="--scale: 100000; --feedback: 4 per category")
@@ -348,7 +351,7 @@ def main() -> None:
         from feedback import feedback_curve
 
         feedback_curve(sample, corpus, settings, args.subscribers or 4, args.seed, args.categories or MAIN,
-                       with_supervised=not args.no_supervised)
+                       with_supervised=not args.no_supervised, held_out=args.held_out)
         return
     rng = random.Random(args.seed)
     pools = {c: make_pools(sample, c, args.pools, args.pool_size, args.min_positives, rng) for c in PROFILES}
