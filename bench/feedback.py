@@ -188,6 +188,8 @@ def feedback_curve(sample, corpus: CorpusStats, settings: SelectSettings, per_ca
     curves: dict[str, list[list[float]]] = {k: [] for k in names}
     held: dict[str, list[list[float]]] = {k: [] for k in names}
     trained_on: dict[str, list[int]] = {c: [] for c in categories}
+    wider_on: dict[str, list[int]] = {c: [] for c in categories}
+    reference_wide: list[float] = []
     for category in categories:
         subscriber = Subscriber(email=f"{category}@example.org",
                                 interests=(Interest(category, tuple(PROFILES[category])),))
@@ -205,6 +207,10 @@ def feedback_curve(sample, corpus: CorpusStats, settings: SelectSettings, per_ca
                 curves["supervised"].append([_p10(reference(pool), category) for pool in pools])
                 fixed = float(np.mean([_p10(reference(pool), category) for pool in evaluation])) if evaluation else 0.0
                 held["supervised"].append([fixed] * DAYS)
+                if evaluation:  # a less starved reference for the held-out pools: the day pools' labels count too
+                    wider, positives = supervised(sample, category, evaluation, matrix)
+                    wider_on[category].append(positives)
+                    reference_wide.append(float(np.mean([_p10(wider(pool), category) for pool in evaluation])))
             else:
                 curves["supervised"].append([0.0] * DAYS)
                 held["supervised"].append([0.0] * DAYS)
@@ -233,6 +239,19 @@ def feedback_curve(sample, corpus: CorpusStats, settings: SelectSettings, per_ca
         print("\nsupervised reference: papers of the category it was trained on (outside the subscriber's "
               f"{'day and held-out' if held_out else 'day'} pools), mean (min) per category: "
               + ", ".join(f"{c} {np.mean(v):.0f} ({min(v)})" for c, v in trained_on.items()))
+    if reference_wide:
+        wide = np.array(reference_wide)
+        late = np.array(held["learned"])[:, 5:].mean(axis=1)
+        print("held-out pools, supervised trained outside the held-out pools only (the day pools' labels count; "
+              f"papers of the category: {', '.join(f'{c} {np.mean(v):.0f}' for c, v in wider_on.items())}): "
+              f"P@10 {wide.mean():.3f} ±{_se(wide):.3f}; learned days 6-10 − it {np.mean(late - wide):+.3f} "
+              f"±{_se(late - wide):.3f} (paired)")
+        for c in categories:
+            rows = [n for n, v in enumerate(held["learned"]) if n // per_category == categories.index(c)]
+            print(f"  {c}: learned days 6-10 {late[rows].mean():.3f}, keywords "
+                  f"{np.mean([held['keywords'][n][0] for n in rows]):.3f}, supervised "
+                  f"{np.mean([held['supervised'][n][0] for n in rows]):.3f}, supervised (day pools' labels) "
+                  f"{wide[rows].mean():.3f}")
 
 
 def _drops(curve: np.ndarray) -> list[int]:
