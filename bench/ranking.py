@@ -1,7 +1,8 @@
 """Ranking quality on real labeled papers, the relevance floor, feedback, cold start, and throughput at scale.
 
     .venv/bin/python bench/ranking.py [--profiles B] [--seed 2] [--pools 30] [--no-supervised]
-    .venv/bin/python bench/ranking.py --feedback [--profiles B] [--seed 2] [--subscribers 8]
+    .venv/bin/python bench/ranking.py --feedback [--profiles B] [--seed 2] [--subscribers 8] [--held-out 3]
+    .venv/bin/python bench/ranking.py --floor-ceiling [--profiles B] [--seed 2] [--categories ...]
     .venv/bin/python bench/ranking.py --scale [--subscribers 100000] [--papers 1000]
 
 Quality: for each arXiv category of the profile set (`profiles.py`: settings and the calibration
@@ -23,7 +24,10 @@ tf-idf (mean and standard error over pools). Methods:
               category); where that leaves fewer than 100 papers of the category, outside the pool:
               not a competitor (it reads the answers), a rough ceiling for title-and-abstract methods.
 Also: the floor's precision and recall pooled over every paper of every pool, at several levels of
-select.min_relevance. --feedback: the simulated subscriber of issue 11 (see `feedback_curve`).
+select.min_relevance. --floor-ceiling: the most recall any floor reaches at precision 0.75 on each
+method's scores (a global threshold, and cuts per pool chosen knowing the labels). --feedback: the
+simulated subscriber of issue 11, on each day's pool and on --held-out fixed evaluation pools (see
+`feedback.py`).
 --scale: see scale.py.
 """
 
@@ -62,6 +66,7 @@ SUPERVISED_MIN_POSITIVES = 100  # fewer papers of the category outside its pools
 SEMANTIC_WEIGHT = 60.0  # the value the README recommends with the semantic extra
 PROFILES: dict[str, list[str]] = dict(SETS["B"])  # the profiles being measured (set by --profiles)
 FLOOR_LEVELS = (0.3, 0.4, 0.5, 0.6, 0.7)
+CEILING_PRECISION = 0.75  # the floor target's precision (issue 11)
 
 
 @dataclass
@@ -131,18 +136,28 @@ def precision_ndcg(order: Sequence[int], relevant: set[int], k: int = 10) -> tup
 
 
 Method = Callable[[list[Paper], str, random.Random], list[Paper]]
+Scorer = Callable[[list[Paper], str], np.ndarray]  # a score per paper of the pool, higher = more relevant
 
 
-def tfidf_method(sample: Sample, **options: object) -> Method:
+def tfidf_scores(sample: Sample, **options: object) -> Scorer:
+    """Cosine of tf-idf vectors (arxiv-sanity-lite's settings) between the joined keywords and each paper."""
     from sklearn.feature_extraction.text import TfidfVectorizer
 
     vectorizer = TfidfVectorizer(strip_accents="unicode", stop_words="english", ngram_range=(1, 2),
                                  sublinear_tf=True, dtype=np.float32, **options)  # type: ignore[arg-type]
     matrix = vectorizer.fit_transform(f"{p.title} {p.abstract}" for p in sample.papers).tocsr()
 
-    def run(pool: list[Paper], category: str, _: random.Random) -> list[Paper]:
+    def score(pool: list[Paper], category: str) -> np.ndarray:
         query = vectorizer.transform([" ".join(PROFILES[category])])
-        score = (matrix[_rows(pool)] @ query.T).toarray().ravel()
+        return (matrix[_rows(pool)] @ query.T).toarray().ravel()
+    return score
+
+
+def tfidf_method(sample: Sample, **options: object) -> Method:
+    scorer = tfidf_scores(sample, **options)
+
+    def run(pool: list[Paper], category: str, _: random.Random) -> list[Paper]:
+        score = scorer(pool, category)
         return [pool[j] for j in np.lexsort((np.arange(len(pool)), -score))]
     return run
 
@@ -171,8 +186,9 @@ def newest_method(pool: list[Paper], _: str, __: random.Random) -> list[Paper]:
     return sorted(pool, key=lambda p: p.listed_on, reverse=True)  # type: ignore[arg-type, return-value]
 
 
-def supervised_method(sample: Sample, pools: dict[str, list[list[Paper]]]) -> Method:
-    """Logistic regression on the true labels of every paper outside the category's pools, else outside the pool."""
+def supervised_scores(sample: Sample, pools: dict[str, list[list[Paper]]]) -> Scorer:
+    """The reference's predicted log-odds of relevance (a threshold on it is one on the probability): logistic
+    regression on the true labels of every paper outside the category's pools, else outside the pool."""
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
 
@@ -188,14 +204,22 @@ def supervised_method(sample: Sample, pools: dict[str, list[list[Paper]]]) -> Me
             return None
         return LogisticRegression(C=10, class_weight="balanced", max_iter=1000).fit(matrix[outside], labels[outside])
 
-    def run(pool: list[Paper], category: str, _: random.Random) -> list[Paper]:
+    def score(pool: list[Paper], category: str) -> np.ndarray:
         if category not in shared:
             held_out = [r for cat_pool in pools[category] for r in _rows(cat_pool)]
             shared[category] = fit(category, held_out, SUPERVISED_MIN_POSITIVES)
         model = shared[category] or fit(category, _rows(pool))
         assert model is not None
-        score = model.decision_function(matrix[_rows(pool)])
-        return [pool[j] for j in np.argsort(-score, kind="stable")]
+        return model.decision_function(matrix[_rows(pool)])
+    return score
+
+
+def supervised_method(sample: Sample, pools: dict[str, list[list[Paper]]]) -> Method:
+    """Logistic regression on the true labels of every paper outside the category's pools, else outside the pool."""
+    scorer = supervised_scores(sample, pools)
+
+    def run(pool: list[Paper], category: str, _: random.Random) -> list[Paper]:
+        return [pool[j] for j in np.argsort(-scorer(pool, category), kind="stable")]
     return run
 
 
@@ -304,6 +328,118 @@ def floor_table(pools: dict[str, list[list[Paper]]], corpus: CorpusStats, settin
               f"{cell(main_sum) if isinstance(main_sum, np.ndarray) else '-'} | {cell(sum(counts.values()))} |")
 
 
+def cuts(score: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Papers passed and relevant papers passed by every threshold `score >= t` (t over the distinct scores, and
+    above them all): a cut of the ranking never splits papers with the same score."""
+    order = np.argsort(-score, kind="stable")
+    ranked, relevant = score[order], labels[order]
+    passed = np.arange(len(ranked) + 1)
+    hits = np.concatenate([[0], np.cumsum(relevant)])
+    ends = np.concatenate([[True], ranked[:-1] != ranked[1:], [True]]) if len(ranked) else np.array([True])
+    return passed[ends], hits[ends]
+
+
+def best_cut(score: np.ndarray, labels: np.ndarray, precision: float = CEILING_PRECISION) -> tuple[int, int]:
+    """(passed, relevant passed) of the threshold that lets through the most relevant papers at a precision of
+    at least `precision` (0, 0 when none reaches it)."""
+    passed, hits = cuts(score, labels)
+    ok = hits >= precision * passed - 1e-9
+    best = int(np.flatnonzero(ok)[np.argmax(hits[ok])])
+    return int(passed[best]), int(hits[best])
+
+
+def oracle_pooled(per_pool: list[tuple[np.ndarray, np.ndarray]],
+                  precision: float = CEILING_PRECISION) -> tuple[int, int]:
+    """(passed, relevant passed) of the per-pool cuts that let through the most relevant papers at a precision of at
+    least `precision` over all pools together (each pool may fall below it).
+
+    Lagrangian relaxation (each pool maximises hits + mu × (hits − precision × passed), mu the smallest found that
+    meets the precision), then greedily any cut that passes more relevant papers while the slack allows: a feasible
+    choice, near the exact optimum (a knapsack) but not always at it.
+    """
+    def choose(mu: float) -> list[int]:
+        return [int(np.argmax(hits + mu * (hits - precision * passed))) for passed, hits in per_pool]
+
+    def slack(chosen: list[int]) -> float:
+        return sum(float(h[c] - precision * p[c]) for (p, h), c in zip(per_pool, chosen, strict=True))
+
+    low, high = 0.0, 1.0
+    while slack(choose(high)) < -1e-9:
+        high *= 2
+    for _ in range(50):
+        mid = (low + high) / 2
+        low, high = (mid, high) if slack(choose(mid)) < -1e-9 else (low, mid)
+    chosen = choose(high)
+    room = slack(chosen)
+    while True:  # the move that gains the most relevant papers within the slack left
+        best: tuple[int, int, int] | None = None
+        for n, ((passed, hits), c) in enumerate(zip(per_pool, chosen, strict=True)):
+            cost = (hits[c] - precision * passed[c]) - (hits - precision * passed)
+            gain = hits - hits[c]
+            ok = np.flatnonzero((gain > 0) & (cost <= room + 1e-9))
+            if len(ok):
+                j = int(ok[np.argmax(gain[ok])])
+                if best is None or gain[j] > best[0]:
+                    best = (int(gain[j]), n, j)
+        if best is None:
+            break
+        _, n, j = best
+        passed, hits = per_pool[n]
+        room -= float((hits[chosen[n]] - precision * passed[chosen[n]]) - (hits[j] - precision * passed[j]))
+        chosen[n] = j
+    return (sum(int(p[c]) for (p, _), c in zip(per_pool, chosen, strict=True)),
+            sum(int(h[c]) for (_, h), c in zip(per_pool, chosen, strict=True)))
+
+
+def floor_ceiling(pools: dict[str, list[list[Paper]]], scorers: dict[str, Scorer], main: tuple[str, ...]) -> None:
+    """How much recall any floor could reach at precision CEILING_PRECISION, over every paper of every pool of the
+    main categories, for each method's scores: (a) one threshold for every pool and category; (b) a cut per pool
+    chosen knowing the labels, each pool at that precision (the oracle of BENCHMARKS.md's floor section); (c) a cut
+    per pool knowing the labels, the precision reached over all pools together."""
+    cats = [c for c in main if c in pools]
+    data: dict[str, dict[str, list[tuple[np.ndarray, np.ndarray]]]] = {name: {c: [] for c in cats} for name in scorers}
+    for category in cats:
+        for pool in pools[category]:
+            labels = np.array([category in p.categories for p in pool])
+            for name, scorer in scorers.items():
+                data[name][category].append((np.asarray(scorer(pool, category), dtype=np.float64), labels))
+        print(f"  {category}", file=sys.stderr, flush=True)
+    relevant = {c: sum(int(y.sum()) for _, y in data[next(iter(data))][c]) for c in cats}
+    total = sum(relevant.values())
+
+    def cell(passed: int, hits: int, of: int) -> str:
+        return f"{hits / of:.2f} / {hits / passed:.2f}" if passed else "0.00 / –"
+
+    p = CEILING_PRECISION
+    print(f"\nfloor ceiling: recall / precision at precision >= {p}, pooled over every paper of every pool of "
+          f"{len(cats)} categories ({', '.join(cats)}; {total} relevant papers)")
+    print("| scores | (a) one global threshold | (b) oracle cut per pool, each pool at the precision "
+          "| (c) oracle cut per pool, pooled precision |")
+    print("|---|---:|---:|---:|")
+    per_category: dict[str, list[str]] = {}
+    for name, by_cat in data.items():
+        every = [pair for c in cats for pair in by_cat[c]]
+        a = best_cut(np.concatenate([s for s, _ in every]), np.concatenate([y for _, y in every]))
+        b_cat = {c: np.sum([best_cut(s, y) for s, y in by_cat[c]], axis=0) for c in cats}
+        b = np.sum(list(b_cat.values()), axis=0)
+        c_ = oracle_pooled([cuts(s, y) for s, y in every])
+        print(f"| {name} | {cell(*a, total)} | {cell(int(b[0]), int(b[1]), total)} | {cell(*c_, total)} |")
+        per_category[name] = [f"{b_cat[c][1] / relevant[c]:.2f}" for c in cats]
+    print(f"\n(b) per category: recall of the oracle cut per pool (each pool at precision >= {p})")
+    print(f"| scores | {' | '.join(cats)} |")
+    print(f"|---|{'---:|' * len(cats)}")
+    for name, row in per_category.items():
+        print(f"| {name} | {' | '.join(row)} |")
+
+
+def relevance_scores(corpus: CorpusStats, settings: SelectSettings, dense: object = None) -> Scorer:
+    """Our calibrated relevance (what `select.min_relevance` is compared with)."""
+    def score(pool: list[Paper], category: str) -> np.ndarray:
+        subscriber = Subscriber(email="bench@example.org", interests=(Interest(category, tuple(PROFILES[category])),))
+        return Scores(Pool(pool, corpus, dense=dense), subscriber, settings, Signals()).relevance  # type: ignore[arg-type]
+    return score
+
+
 def seed_corpus() -> CorpusStats:
     """Term statistics of a store holding only the 197 seed papers (a new install)."""
     from digest.sources import iter_paths, parse_file
@@ -328,7 +464,11 @@ def main() -> None:
                         help="SQLite file caching paper embeddings between runs")
     parser.add_argument("--no-supervised", action="store_true", help="skip the supervised reference (faster)")
     parser.add_argument("--feedback", action="store_true", help="the ten-day feedback curve instead")
+    parser.add_argument("--held-out", type=int, default=3,
+                        help="--feedback: fixed evaluation pools per simulated subscriber (0: the day curve only)")
     parser.add_argument("--floor", action="store_true", help="only the floor tables (hybrid and keywords alone)")
+    parser.add_argument("--floor-ceiling", action="store_true",
+                        help="only the recall a floor could reach at precision 0.75 (thresholds, per-pool oracles)")
     parser.add_argument("--scale", action="store_true", help="time ranking for many subscribers instead")
     parser.add_argument("--subscribers", type=int, default=None, help="--scale: 100000; --feedback: 4 per category")
     parser.add_argument("--papers", type=int, default=1000)
@@ -348,7 +488,7 @@ def main() -> None:
         from feedback import feedback_curve
 
         feedback_curve(sample, corpus, settings, args.subscribers or 4, args.seed, args.categories or MAIN,
-                       with_supervised=not args.no_supervised)
+                       with_supervised=not args.no_supervised, held_out=args.held_out)
         return
     rng = random.Random(args.seed)
     pools = {c: make_pools(sample, c, args.pools, args.pool_size, args.min_positives, rng) for c in PROFILES}
@@ -359,6 +499,16 @@ def main() -> None:
     if args.floor:
         floor_table(pools, corpus, settings, MAIN, dense)
         floor_table(pools, corpus, replace(settings, dense_weight=0.0), MAIN)
+        return
+    if args.floor_ceiling:
+        print(f"profiles {args.profiles}, seed {args.seed}, {args.pools} pools of {args.pool_size} per category")
+        alone = replace(settings, dense_weight=0.0)
+        scorers: dict[str, Scorer] = {"tfidf": tfidf_scores(sample),
+                                      "ours (keywords alone)": relevance_scores(corpus, alone),
+                                      "hybrid": relevance_scores(corpus, settings, dense)}
+        if not args.no_supervised:
+            scorers["supervised"] = supervised_scores(sample, pools)
+        floor_ceiling(pools, scorers, MAIN)
         return
     methods: dict[str, Method] = {"random": random_method, "tfidf": tfidf_method(sample),
                                   "ours": ours_method(sample, corpus, settings),
