@@ -28,10 +28,10 @@ from datetime import date
 import numpy as np
 import scipy.sparse as sp
 
-from ..models import Subscriber
+from ..models import Interest, Paper, Subscriber
 from .learn import DENSE_DIM, FeedbackModel, standardised
-from .pool import Index, Pool
-from .profile import CompiledInterest, Part, Signals, compile_interest, mean_reference, unit_reference
+from .pool import Index, Pool, Unit
+from .profile import CompiledInterest, Part, Signals, compile_interest, keyword_part, mean_reference, unit_reference
 from .rank import blocked_indices, boost, candidate_window, old_papers
 from .scores import NO_MATCH, Scored, SelectSettings, blend, calibrate, calibration, feedback_model, sigmoid
 from .text import N_FEATURES
@@ -50,40 +50,85 @@ class TopK:
 
 
 class _Plan:
-    """Every interest of the subscribers compiled, its units' rows in the index, its unit and weight."""
+    """Every interest of the subscribers compiled, its units' rows in the index, its unit and weight.
+
+    An interest of keywords alone (most are) is not compiled here: each distinct keyword's unit, row and
+    reference are looked up once per run, and its `CompiledInterest` is built only when asked for
+    (`compiled`, what candidates and dense similarity read), the same as `compile_interest` makes it.
+    """
 
     def __init__(self, subscribers: Sequence[Subscriber], settings: SelectSettings, index: Index,
                  signals: Mapping[str, Signals] | None = None) -> None:
-        self.compiled: list[CompiledInterest] = []
+        self.interests: list[Interest] = []
+        self._compiled: dict[int, CompiledInterest] = {}  # interests with a description or seed papers
         self.first_interest = np.zeros(len(subscribers) + 1, dtype=np.int64)
-        units, coefs, indptr, refs, weights = [], [], [0], [], []
+        units: dict[str, int] = {}  # unit key → its number among this run's distinct units
+        distinct: list[Unit] = []
+        keywords: dict[str, tuple[int, float, float]] = {}  # keyword → its unit's number, coefficient, reference
+        parts: list[tuple[int, float, float]] = []  # every interest's parts in order, as the keywords' above
+        indptr, refs, weights = [0], [], []
         idf = index.corpus.idf()
+        no_seeds: Mapping[str, Paper] = {}
         for s, subscriber in enumerate(subscribers):
-            self.first_interest[s] = len(self.compiled)
-            seeds = signals[subscriber.email].seeds if signals and subscriber.email in signals else {}
+            self.first_interest[s] = len(self.interests)
+            seeds = signals[subscriber.email].seeds if signals and subscriber.email in signals else no_seeds
             for interest in subscriber.interests:
-                compiled = compile_interest(interest, index, seeds, description_weight=settings.description_weight,
-                                            seed_weight=settings.seed_weight)
-                self.compiled.append(compiled)
-                units += [part.unit for part in compiled.parts]
-                coefs += [part.coef for part in compiled.parts]
-                indptr.append(len(units))
-                # the same arithmetic as `profile.reference`, each unit's reference computed once per pool
-                refs.append(mean_reference([part.coef * _reference(index, part, idf) for part in compiled.parts]))
+                if interest.description or interest.seed_papers:
+                    compiled = compile_interest(interest, index, seeds, description_weight=settings.description_weight,
+                                                seed_weight=settings.seed_weight)
+                    self._compiled[len(self.interests)] = compiled
+                    # the same arithmetic as `profile.reference`, each unit's reference computed once per pool
+                    found = [(_number(units, distinct, part.unit), part.coef, part.coef * _reference(index, part, idf))
+                             for part in compiled.parts]
+                else:  # keywords alone: `compile_interest` would make one keyword part each
+                    try:
+                        found = [keywords[k] for k in interest.keywords]
+                    except KeyError:
+                        found = [_keyword(keywords, k, units, distinct, index, idf) for k in interest.keywords]
+                parts += found
+                self.interests.append(interest)
+                indptr.append(len(parts))
+                refs.append(mean_reference([ref for _, _, ref in found]))
                 weights.append(interest.weight)
-        self.first_interest[len(subscribers)] = len(self.compiled)
-        rows = index.unit_rows(units)
+        self.first_interest[len(subscribers)] = len(self.interests)
+        rows = index.unit_rows(distinct)[np.array([n for n, _, _ in parts], dtype=np.int64)]
         # interests × units, each interest's parts in their order (not summed or sorted): the products
         # below add an interest's parts in the order `scores.lexical_scores` does
-        self.map = sp.csr_matrix((np.array(coefs, dtype=np.float64), rows, np.array(indptr)),
-                                 shape=(len(self.compiled), len(index.unit_scores)))
+        self.map = sp.csr_matrix((np.array([coef for _, coef, _ in parts], dtype=np.float64), rows, np.array(indptr)),
+                                 shape=(len(self.interests), len(index.unit_scores)))
         self.refs = np.array(refs, dtype=np.float64)
         self.weights = np.array(weights, dtype=np.float64)
+
+    def compiled(self, lo: int, hi: int) -> list[CompiledInterest]:
+        """Interests lo..hi compiled (as `compile_interest` compiles them)."""
+        return [self._compiled[n] if n in self._compiled else
+                CompiledInterest(self.interests[n], tuple(keyword_part(k) for k in self.interests[n].keywords), {},
+                                 ()) for n in range(lo, hi)]
 
     def raw(self, index: Index, lo: int, hi: int, factor: np.ndarray | None = None) -> np.ndarray:
         """Interests lo..hi's raw scores of every paper (interests × papers), each scaled by `factor`."""
         rows = self.map[lo:hi] if factor is None else sp.diags(factor) @ self.map[lo:hi]
         return np.asarray(rows @ index.unit_scores[: self.map.shape[1]])
+
+
+def _keyword(keywords: dict[str, tuple[int, float, float]], keyword: str, numbers: dict[str, int], distinct: list[Unit],
+             index: Index, idf: np.ndarray) -> tuple[int, float, float]:
+    """A keyword's unit number, coefficient and reference (`compile_interest`'s part for it), looked up once per run."""
+    found = keywords.get(keyword)
+    if found is None:
+        part = keyword_part(keyword)
+        found = keywords[keyword] = (_number(numbers, distinct, part.unit), part.coef,
+                                     part.coef * _reference(index, part, idf))
+    return found
+
+
+def _number(numbers: dict[str, int], distinct: list[Unit], unit: Unit) -> int:
+    """The unit's number among a run's distinct units (by key), a new one for a unit not seen yet."""
+    found = numbers.get(unit.key)
+    if found is None:
+        found = numbers[unit.key] = len(distinct)
+        distinct.append(unit)
+    return found
 
 
 def _reference(index: Index, part: Part, idf: np.ndarray) -> float:
@@ -219,7 +264,7 @@ def _interest_logits(run: _Run, lo: int, hi: int) -> tuple[np.ndarray, np.ndarra
     logit = calibrate(raw, plan.refs[lo:hi, None], plan.weights[lo:hi, None], run.dense)
     z = None
     if run.dense:
-        z = run.pool.dense_z(run.pool.dense_queries([(c.interest, c.seed_papers) for c in plan.compiled[lo:hi]]))
+        z = run.pool.dense_z(run.pool.dense_queries([(c.interest, c.seed_papers) for c in plan.compiled(lo, hi)]))
         logit = logit + run.settings.dense_weight * z
     return raw, logit, z
 
@@ -354,13 +399,14 @@ def _scored(run: _Run, lo: int, rows: np.ndarray, first: np.ndarray, counts: np.
     learned = chunk.learned[kept[list(shares)]] if shares else None
     model_ends = dict(zip(shares, np.cumsum(sizes[list(shares)]).tolist(), strict=True))
     refs = run.plan.refs[lo:lo + len(by_interest)].tolist()
+    compiled = run.plan.compiled(lo, lo + len(by_interest))
     for n, (r, a, count, size, end) in enumerate(zip(rows.tolist(), first.tolist(), counts.tolist(),
                                                       sizes.tolist(), ends, strict=True)):
         at = slice(end - size, end)
         b = a + count
         block = slice(interest_ends[a] - size, interest_ends[b - 1])
         model = slice(model_ends[n] - size, model_ends[n]) if n in shares else None
-        out[r] = Scored(papers[at], run.plan.compiled[lo + a:lo + b], refs[a:b],
+        out[r] = Scored(papers[at], compiled[a:b], refs[a:b],
                         raw[block].reshape(count, size), logit[block].reshape(count, size), run.settings,
                         dense=z[block].reshape(count, size) if z is not None else None,
                         model_logit=learned[model] if model is not None and learned is not None else None,
