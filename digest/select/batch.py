@@ -247,13 +247,32 @@ def _fast_best(run: _Run, lo: int, hi: int, first: np.ndarray, counts: np.ndarra
     """Each subscriber's best calibrated log-odds over their interests, without dense similarity (float32).
 
     log is monotone: each interest's raw scores are scaled by weight^(1/b) / unit, the best interest
-    taken, and calibrated once per (subscriber, paper) instead of once per (interest, paper).
+    taken, and calibrated once per (subscriber, paper) instead of once per (interest, paper). The raw
+    scores come an interest slot at a time, subscribers × papers (the subscribers with most interests
+    first, so that those with a j-th interest are the first rows), each row computed as the product
+    for all interests computes it; the best is taken in float64 (scores are finite: np.maximum is
+    `where(a > b, a, b)`) and rounded to float32 once (rounding is monotone: the same as taking the
+    best after rounding each).
     """
     a, b = calibration(False)
     factor = np.exp(np.log(run.plan.weights[lo:hi]) / b) / run.plan.refs[lo:hi]
-    best = _best(run.plan.raw(run.index, lo, hi, factor).astype(np.float32), first, counts)
-    with np.errstate(divide="ignore"):
-        return np.maximum(a + b * np.log(np.maximum(best, 0.0)), NO_MATCH).astype(np.float32)
+    scaled = sp.diags(factor) @ run.plan.map[lo:hi]
+    units = run.index.unit_scores[: run.plan.map.shape[1]]
+    order = np.argsort(-counts, kind="stable")
+    first, counts = first[order], counts[order]
+    best = np.asarray(scaled[first] @ units)
+    for j in range(1, int(counts.max(initial=1))):
+        more = int(np.count_nonzero(counts > j))
+        np.maximum(best[:more], np.asarray(scaled[first[:more] + j] @ units), out=best[:more])
+    logit = np.empty(best.shape, dtype=np.float32)
+    logit[order] = best
+    with np.errstate(divide="ignore"):  # a + b × log(max(best, 0)), at least NO_MATCH, in place
+        np.maximum(logit, 0.0, out=logit)
+        np.log(logit, out=logit)
+        np.multiply(b, logit, out=logit)
+        np.add(a, logit, out=logit)
+        np.maximum(logit, NO_MATCH, out=logit)
+    return logit
 
 
 def _interest_logits(run: _Run, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
