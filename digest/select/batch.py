@@ -29,7 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..models import Interest, Paper, Subscriber
-from .learn import DENSE_DIM, FeedbackModel, standardised
+from .learn import DENSE_DIM, FeedbackModel, standardised_rows
 from .pool import Index, Pool, Unit
 from .profile import CompiledInterest, Part, Signals, compile_interest, keyword_part, mean_reference, unit_reference
 from .rank import blocked_indices, boost, candidate_window, old_papers
@@ -202,26 +202,28 @@ def candidates(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, sett
 
 
 def _model_logits(index: Index, models: Sequence[FeedbackModel], dense: np.ndarray | None) -> np.ndarray:
-    """The models' log-odds of relevance for every paper (papers × models), as two matrix products."""
-    weights = np.zeros((DENSE_DIM, len(models)))
-    owners, terms, values = [], [], []
-    for j, model in enumerate(models):
-        words = model.cols < N_FEATURES
-        owners.append(np.full(int(words.sum()), j))
-        terms.append(model.cols[words])
-        values.append(model.coef[words])
-        weights[model.cols[~words] - N_FEATURES, j] = model.coef[~words]
-    owner = np.concatenate(owners) if owners else np.zeros(0, dtype=np.int64)
-    cols_all = np.concatenate(terms).astype(np.int64) if terms else np.zeros(0, dtype=np.int64)
-    coef_all = np.concatenate(values).astype(np.float64) if values else np.zeros(0)
-    pos = index.lookup()[cols_all]  # every model's terms as local columns at once (-1: not in the pool)
+    """The models' log-odds of relevance for every paper (models × papers), as two matrix products.
+
+    The pool's rows stay the left operand, so that each score adds its terms in the order `FeedbackModel.logits`
+    does; the product is written out transposed (models as rows) for the standardisation and the blend.
+    """
+    n = len(models)
+    cols = np.concatenate([m.cols for m in models]).astype(np.int64) if n else np.zeros(0, dtype=np.int64)
+    coef = np.concatenate([m.coef for m in models]).astype(np.float64) if n else np.zeros(0)
+    owner = np.repeat(np.arange(n), [len(m.cols) for m in models])
+    words = cols < N_FEATURES
+    pos = index.lookup()[cols[words]]  # every model's terms as local columns at once (-1: not in the pool)
     found = pos >= 0
-    matrix = sp.csc_matrix((coef_all[found], (pos[found], owner[found])), shape=(len(index.cols), len(models)))
-    intercepts = np.array([m.intercept for m in models])
-    out = np.asarray((index.rows @ matrix).toarray()) + intercepts[None, :]
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(owner[words][found], minlength=n), out=indptr[1:])
+    by_model = sp.csr_matrix((coef[words][found], pos[found], indptr), shape=(n, len(index.cols)))
+    out = np.ascontiguousarray((index.rows @ by_model.T.tocsr()).toarray().T)
+    out += np.array([m.intercept for m in models])[:, None]
     if dense is not None:
-        out += dense @ weights
-    return standardised(out)
+        weights = np.zeros((DENSE_DIM, n))
+        weights[cols[~words] - N_FEATURES, owner[~words]] = coef[~words]
+        out += (dense @ weights).T
+    return standardised_rows(out)
 
 
 def _best(values: np.ndarray, first: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -288,17 +290,18 @@ def _interest_logits(run: _Run, lo: int, hi: int) -> tuple[np.ndarray, np.ndarra
     return raw, logit, z
 
 
-def _learned(run: _Run, rows: np.ndarray, best: np.ndarray) -> tuple[list[int], np.ndarray, np.ndarray]:
+def _learned(run: _Run, rows: np.ndarray, best: np.ndarray,
+             keep: bool = True) -> tuple[list[int], np.ndarray, np.ndarray]:
     """Blend the learned models into the subscribers' best log-odds (in place); which rows have one,
-    their shares and their models' log-odds (rows × papers)."""
+    their shares and their models' log-odds (rows × papers; without `keep`, overwritten by the blend)."""
     found = [run.models[r] for r in rows.tolist()]  # (a list indexed by numpy integers is slow)
     with_model = [n for n, m in enumerate(found) if m is not None]
     if not with_model:
         return [], np.zeros(0), np.zeros((0, best.shape[1]))
     models = [found[n] for n in with_model]
     share = np.array([m.clicks / (m.clicks + run.settings.feedback_clicks) for m in models])  # type: ignore[union-attr]
-    learned = _model_logits(run.index, models, run.pool.dense_papers() if run.dense else None).T  # type: ignore[arg-type]
-    best[with_model] = blend(best[with_model], learned, share[:, None])
+    learned = _model_logits(run.index, models, run.pool.dense_papers() if run.dense else None)  # type: ignore[arg-type]
+    best[with_model] = blend(best[with_model], learned, share[:, None], out=None if keep else learned)
     return with_model, share, learned
 
 
@@ -333,7 +336,7 @@ def _top_chunk(run: _Run, start: int, end: int, out: TopK) -> None:
         best = _best(_interest_logits(run, lo, hi)[1], first, counts).astype(np.float32)
     else:
         best = _fast_best(run, lo, hi, first, counts)
-    _learned(run, rows, best)
+    _learned(run, rows, best, keep=False)
     key = best + run.log_boost.astype(np.float32)[None, :]
     for n, r in enumerate(rows):
         if len(run.blocked[r]):
