@@ -38,6 +38,10 @@ from .text import N_FEATURES
 
 TIE_MARGIN = 1e-3  # log-odds: candidates this close to the k-th, or to the floor, are kept too (rounding)
 DETAIL_CHUNK = 1000  # subscribers per chunk when every interest's scores are kept (`candidates`)
+# Subscribers per chunk of `rank_many`: a chunk's arrays (subscribers × papers in float64, 16 MB at 1,000
+# papers) stay below glibc's largest mmap threshold (32 MB), so they are reused from the heap instead of
+# being mapped and faulted in afresh every chunk. Chunks only split the subscribers: each row is computed alone.
+RANK_CHUNK = 2000
 
 
 @dataclass(frozen=True)
@@ -172,7 +176,7 @@ def _run(pool: Pool, subscribers: Sequence[Subscriber], day: date, settings: Sel
 
 
 def rank_many(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, settings: SelectSettings,
-              k: int = 10, chunk: int = 5000, signals: Mapping[str, Signals] | None = None) -> TopK:
+              k: int = 10, chunk: int = RANK_CHUNK, signals: Mapping[str, Signals] | None = None) -> TopK:
     """The best `k` papers of the pool for every subscriber with interests, by matrix products.
 
     With `signals`, seed papers and learned models count, and received, disliked and excluded papers
