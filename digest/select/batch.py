@@ -28,16 +28,20 @@ from datetime import date
 import numpy as np
 import scipy.sparse as sp
 
-from ..models import Subscriber
-from .learn import DENSE_DIM, FeedbackModel, standardised
-from .pool import Index, Pool
-from .profile import CompiledInterest, Part, Signals, compile_interest, mean_reference, unit_reference
+from ..models import Interest, Paper, Subscriber
+from .learn import DENSE_DIM, FeedbackModel, standardised_rows
+from .pool import Index, Pool, Unit
+from .profile import CompiledInterest, Part, Signals, compile_interest, keyword_part, mean_reference, unit_reference
 from .rank import blocked_indices, boost, candidate_window, old_papers
 from .scores import NO_MATCH, Scored, SelectSettings, blend, calibrate, calibration, feedback_model, sigmoid
 from .text import N_FEATURES
 
 TIE_MARGIN = 1e-3  # log-odds: candidates this close to the k-th, or to the floor, are kept too (rounding)
 DETAIL_CHUNK = 1000  # subscribers per chunk when every interest's scores are kept (`candidates`)
+# Subscribers per chunk of `rank_many`: a chunk's arrays (subscribers × papers in float64, 16 MB at 1,000
+# papers) stay below glibc's largest mmap threshold (32 MB), so they are reused from the heap instead of
+# being mapped and faulted in afresh every chunk. Chunks only split the subscribers: each row is computed alone.
+RANK_CHUNK = 2000
 
 
 @dataclass(frozen=True)
@@ -50,40 +54,85 @@ class TopK:
 
 
 class _Plan:
-    """Every interest of the subscribers compiled, its units' rows in the index, its unit and weight."""
+    """Every interest of the subscribers compiled, its units' rows in the index, its unit and weight.
+
+    An interest of keywords alone (most are) is not compiled here: each distinct keyword's unit, row and
+    reference are looked up once per run, and its `CompiledInterest` is built only when asked for
+    (`compiled`, what candidates and dense similarity read), the same as `compile_interest` makes it.
+    """
 
     def __init__(self, subscribers: Sequence[Subscriber], settings: SelectSettings, index: Index,
                  signals: Mapping[str, Signals] | None = None) -> None:
-        self.compiled: list[CompiledInterest] = []
+        self.interests: list[Interest] = []
+        self._compiled: dict[int, CompiledInterest] = {}  # interests with a description or seed papers
         self.first_interest = np.zeros(len(subscribers) + 1, dtype=np.int64)
-        units, coefs, indptr, refs, weights = [], [], [0], [], []
+        units: dict[str, int] = {}  # unit key → its number among this run's distinct units
+        distinct: list[Unit] = []
+        keywords: dict[str, tuple[int, float, float]] = {}  # keyword → its unit's number, coefficient, reference
+        parts: list[tuple[int, float, float]] = []  # every interest's parts in order, as the keywords' above
+        indptr, refs, weights = [0], [], []
         idf = index.corpus.idf()
+        no_seeds: Mapping[str, Paper] = {}
         for s, subscriber in enumerate(subscribers):
-            self.first_interest[s] = len(self.compiled)
-            seeds = signals[subscriber.email].seeds if signals and subscriber.email in signals else {}
+            self.first_interest[s] = len(self.interests)
+            seeds = signals[subscriber.email].seeds if signals and subscriber.email in signals else no_seeds
             for interest in subscriber.interests:
-                compiled = compile_interest(interest, index, seeds, description_weight=settings.description_weight,
-                                            seed_weight=settings.seed_weight)
-                self.compiled.append(compiled)
-                units += [part.unit for part in compiled.parts]
-                coefs += [part.coef for part in compiled.parts]
-                indptr.append(len(units))
-                # the same arithmetic as `profile.reference`, each unit's reference computed once per pool
-                refs.append(mean_reference([part.coef * _reference(index, part, idf) for part in compiled.parts]))
+                if interest.description or interest.seed_papers:
+                    compiled = compile_interest(interest, index, seeds, description_weight=settings.description_weight,
+                                                seed_weight=settings.seed_weight)
+                    self._compiled[len(self.interests)] = compiled
+                    # the same arithmetic as `profile.reference`, each unit's reference computed once per pool
+                    found = [(_number(units, distinct, part.unit), part.coef, part.coef * _reference(index, part, idf))
+                             for part in compiled.parts]
+                else:  # keywords alone: `compile_interest` would make one keyword part each
+                    try:
+                        found = [keywords[k] for k in interest.keywords]
+                    except KeyError:
+                        found = [_keyword(keywords, k, units, distinct, index, idf) for k in interest.keywords]
+                parts += found
+                self.interests.append(interest)
+                indptr.append(len(parts))
+                refs.append(mean_reference([ref for _, _, ref in found]))
                 weights.append(interest.weight)
-        self.first_interest[len(subscribers)] = len(self.compiled)
-        rows = index.unit_rows(units)
+        self.first_interest[len(subscribers)] = len(self.interests)
+        rows = index.unit_rows(distinct)[np.array([n for n, _, _ in parts], dtype=np.int64)]
         # interests × units, each interest's parts in their order (not summed or sorted): the products
         # below add an interest's parts in the order `scores.lexical_scores` does
-        self.map = sp.csr_matrix((np.array(coefs, dtype=np.float64), rows, np.array(indptr)),
-                                 shape=(len(self.compiled), len(index.unit_scores)))
+        self.map = sp.csr_matrix((np.array([coef for _, coef, _ in parts], dtype=np.float64), rows, np.array(indptr)),
+                                 shape=(len(self.interests), len(index.unit_scores)))
         self.refs = np.array(refs, dtype=np.float64)
         self.weights = np.array(weights, dtype=np.float64)
+
+    def compiled(self, lo: int, hi: int) -> list[CompiledInterest]:
+        """Interests lo..hi compiled (as `compile_interest` compiles them)."""
+        return [self._compiled[n] if n in self._compiled else
+                CompiledInterest(self.interests[n], tuple(keyword_part(k) for k in self.interests[n].keywords), {},
+                                 ()) for n in range(lo, hi)]
 
     def raw(self, index: Index, lo: int, hi: int, factor: np.ndarray | None = None) -> np.ndarray:
         """Interests lo..hi's raw scores of every paper (interests × papers), each scaled by `factor`."""
         rows = self.map[lo:hi] if factor is None else sp.diags(factor) @ self.map[lo:hi]
         return np.asarray(rows @ index.unit_scores[: self.map.shape[1]])
+
+
+def _keyword(keywords: dict[str, tuple[int, float, float]], keyword: str, numbers: dict[str, int], distinct: list[Unit],
+             index: Index, idf: np.ndarray) -> tuple[int, float, float]:
+    """A keyword's unit number, coefficient and reference (`compile_interest`'s part for it), looked up once per run."""
+    found = keywords.get(keyword)
+    if found is None:
+        part = keyword_part(keyword)
+        found = keywords[keyword] = (_number(numbers, distinct, part.unit), part.coef,
+                                     part.coef * _reference(index, part, idf))
+    return found
+
+
+def _number(numbers: dict[str, int], distinct: list[Unit], unit: Unit) -> int:
+    """The unit's number among a run's distinct units (by key), a new one for a unit not seen yet."""
+    found = numbers.get(unit.key)
+    if found is None:
+        found = numbers[unit.key] = len(distinct)
+        distinct.append(unit)
+    return found
 
 
 def _reference(index: Index, part: Part, idf: np.ndarray) -> float:
@@ -127,7 +176,7 @@ def _run(pool: Pool, subscribers: Sequence[Subscriber], day: date, settings: Sel
 
 
 def rank_many(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, settings: SelectSettings,
-              k: int = 10, chunk: int = 5000, signals: Mapping[str, Signals] | None = None) -> TopK:
+              k: int = 10, chunk: int = RANK_CHUNK, signals: Mapping[str, Signals] | None = None) -> TopK:
     """The best `k` papers of the pool for every subscriber with interests, by matrix products.
 
     With `signals`, seed papers and learned models count, and received, disliked and excluded papers
@@ -157,26 +206,28 @@ def candidates(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, sett
 
 
 def _model_logits(index: Index, models: Sequence[FeedbackModel], dense: np.ndarray | None) -> np.ndarray:
-    """The models' log-odds of relevance for every paper (papers × models), as two matrix products."""
-    weights = np.zeros((DENSE_DIM, len(models)))
-    owners, terms, values = [], [], []
-    for j, model in enumerate(models):
-        words = model.cols < N_FEATURES
-        owners.append(np.full(int(words.sum()), j))
-        terms.append(model.cols[words])
-        values.append(model.coef[words])
-        weights[model.cols[~words] - N_FEATURES, j] = model.coef[~words]
-    owner = np.concatenate(owners) if owners else np.zeros(0, dtype=np.int64)
-    cols_all = np.concatenate(terms).astype(np.int64) if terms else np.zeros(0, dtype=np.int64)
-    coef_all = np.concatenate(values).astype(np.float64) if values else np.zeros(0)
-    pos = index.lookup()[cols_all]  # every model's terms as local columns at once (-1: not in the pool)
+    """The models' log-odds of relevance for every paper (models × papers), as two matrix products.
+
+    The pool's rows stay the left operand, so that each score adds its terms in the order `FeedbackModel.logits`
+    does; the product is written out transposed (models as rows) for the standardisation and the blend.
+    """
+    n = len(models)
+    cols = np.concatenate([m.cols for m in models]).astype(np.int64) if n else np.zeros(0, dtype=np.int64)
+    coef = np.concatenate([m.coef for m in models]).astype(np.float64) if n else np.zeros(0)
+    owner = np.repeat(np.arange(n), [len(m.cols) for m in models])
+    words = cols < N_FEATURES
+    pos = index.lookup()[cols[words]]  # every model's terms as local columns at once (-1: not in the pool)
     found = pos >= 0
-    matrix = sp.csc_matrix((coef_all[found], (pos[found], owner[found])), shape=(len(index.cols), len(models)))
-    intercepts = np.array([m.intercept for m in models])
-    out = np.asarray((index.rows @ matrix).toarray()) + intercepts[None, :]
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(owner[words][found], minlength=n), out=indptr[1:])
+    by_model = sp.csr_matrix((coef[words][found], pos[found], indptr), shape=(n, len(index.cols)))
+    out = np.ascontiguousarray((index.rows @ by_model.T.tocsr()).toarray().T)
+    out += np.array([m.intercept for m in models])[:, None]
     if dense is not None:
-        out += dense @ weights
-    return standardised(out)
+        weights = np.zeros((DENSE_DIM, n))
+        weights[cols[~words] - N_FEATURES, owner[~words]] = coef[~words]
+        out += (dense @ weights).T
+    return standardised_rows(out)
 
 
 def _best(values: np.ndarray, first: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -202,13 +253,32 @@ def _fast_best(run: _Run, lo: int, hi: int, first: np.ndarray, counts: np.ndarra
     """Each subscriber's best calibrated log-odds over their interests, without dense similarity (float32).
 
     log is monotone: each interest's raw scores are scaled by weight^(1/b) / unit, the best interest
-    taken, and calibrated once per (subscriber, paper) instead of once per (interest, paper).
+    taken, and calibrated once per (subscriber, paper) instead of once per (interest, paper). The raw
+    scores come an interest slot at a time, subscribers × papers (the subscribers with most interests
+    first, so that those with a j-th interest are the first rows), each row computed as the product
+    for all interests computes it; the best is taken in float64 (scores are finite: np.maximum is
+    `where(a > b, a, b)`) and rounded to float32 once (rounding is monotone: the same as taking the
+    best after rounding each).
     """
     a, b = calibration(False)
     factor = np.exp(np.log(run.plan.weights[lo:hi]) / b) / run.plan.refs[lo:hi]
-    best = _best(run.plan.raw(run.index, lo, hi, factor).astype(np.float32), first, counts)
-    with np.errstate(divide="ignore"):
-        return np.maximum(a + b * np.log(np.maximum(best, 0.0)), NO_MATCH).astype(np.float32)
+    scaled = sp.diags(factor) @ run.plan.map[lo:hi]
+    units = run.index.unit_scores[: run.plan.map.shape[1]]
+    order = np.argsort(-counts, kind="stable")
+    first, counts = first[order], counts[order]
+    best = np.asarray(scaled[first] @ units)
+    for j in range(1, int(counts.max(initial=1))):
+        more = int(np.count_nonzero(counts > j))
+        np.maximum(best[:more], np.asarray(scaled[first[:more] + j] @ units), out=best[:more])
+    logit = np.empty(best.shape, dtype=np.float32)
+    logit[order] = best
+    with np.errstate(divide="ignore"):  # a + b × log(max(best, 0)), at least NO_MATCH, in place
+        np.maximum(logit, 0.0, out=logit)
+        np.log(logit, out=logit)
+        np.multiply(b, logit, out=logit)
+        np.add(a, logit, out=logit)
+        np.maximum(logit, NO_MATCH, out=logit)
+    return logit
 
 
 def _interest_logits(run: _Run, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -219,22 +289,23 @@ def _interest_logits(run: _Run, lo: int, hi: int) -> tuple[np.ndarray, np.ndarra
     logit = calibrate(raw, plan.refs[lo:hi, None], plan.weights[lo:hi, None], run.dense)
     z = None
     if run.dense:
-        z = run.pool.dense_z(run.pool.dense_queries([(c.interest, c.seed_papers) for c in plan.compiled[lo:hi]]))
+        z = run.pool.dense_z(run.pool.dense_queries([(c.interest, c.seed_papers) for c in plan.compiled(lo, hi)]))
         logit = logit + run.settings.dense_weight * z
     return raw, logit, z
 
 
-def _learned(run: _Run, rows: np.ndarray, best: np.ndarray) -> tuple[list[int], np.ndarray, np.ndarray]:
+def _learned(run: _Run, rows: np.ndarray, best: np.ndarray,
+             keep: bool = True) -> tuple[list[int], np.ndarray, np.ndarray]:
     """Blend the learned models into the subscribers' best log-odds (in place); which rows have one,
-    their shares and their models' log-odds (rows × papers)."""
+    their shares and their models' log-odds (rows × papers; without `keep`, overwritten by the blend)."""
     found = [run.models[r] for r in rows.tolist()]  # (a list indexed by numpy integers is slow)
     with_model = [n for n, m in enumerate(found) if m is not None]
     if not with_model:
         return [], np.zeros(0), np.zeros((0, best.shape[1]))
     models = [found[n] for n in with_model]
     share = np.array([m.clicks / (m.clicks + run.settings.feedback_clicks) for m in models])  # type: ignore[union-attr]
-    learned = _model_logits(run.index, models, run.pool.dense_papers() if run.dense else None).T  # type: ignore[arg-type]
-    best[with_model] = blend(best[with_model], learned, share[:, None])
+    learned = _model_logits(run.index, models, run.pool.dense_papers() if run.dense else None)  # type: ignore[arg-type]
+    best[with_model] = blend(best[with_model], learned, share[:, None], out=None if keep else learned)
     return with_model, share, learned
 
 
@@ -269,7 +340,7 @@ def _top_chunk(run: _Run, start: int, end: int, out: TopK) -> None:
         best = _best(_interest_logits(run, lo, hi)[1], first, counts).astype(np.float32)
     else:
         best = _fast_best(run, lo, hi, first, counts)
-    _learned(run, rows, best)
+    _learned(run, rows, best, keep=False)
     key = best + run.log_boost.astype(np.float32)[None, :]
     for n, r in enumerate(rows):
         if len(run.blocked[r]):
@@ -354,13 +425,14 @@ def _scored(run: _Run, lo: int, rows: np.ndarray, first: np.ndarray, counts: np.
     learned = chunk.learned[kept[list(shares)]] if shares else None
     model_ends = dict(zip(shares, np.cumsum(sizes[list(shares)]).tolist(), strict=True))
     refs = run.plan.refs[lo:lo + len(by_interest)].tolist()
+    compiled = run.plan.compiled(lo, lo + len(by_interest))
     for n, (r, a, count, size, end) in enumerate(zip(rows.tolist(), first.tolist(), counts.tolist(),
                                                       sizes.tolist(), ends, strict=True)):
         at = slice(end - size, end)
         b = a + count
         block = slice(interest_ends[a] - size, interest_ends[b - 1])
         model = slice(model_ends[n] - size, model_ends[n]) if n in shares else None
-        out[r] = Scored(papers[at], run.plan.compiled[lo + a:lo + b], refs[a:b],
+        out[r] = Scored(papers[at], compiled[a:b], refs[a:b],
                         raw[block].reshape(count, size), logit[block].reshape(count, size), run.settings,
                         dense=z[block].reshape(count, size) if z is not None else None,
                         model_logit=learned[model] if model is not None and learned is not None else None,

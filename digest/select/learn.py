@@ -99,6 +99,28 @@ def standardised(scores: np.ndarray) -> np.ndarray:
     return MODEL_A + MODEL_B * (scores - median) / spread
 
 
+def standardised_rows(scores: np.ndarray) -> np.ndarray:
+    """`standardised` with the models as rows (models × papers, C order), in place: the same arithmetic to
+    the last bit, faster for many models.
+
+    The medians partition contiguous rows (the order statistics do not depend on the layout); the
+    spread's standard deviation is taken, as there, over the sampled papers as rows (papers × models),
+    so that its sums add the same numbers in the same order.
+    """
+    picked = scores[:, :: max(1, scores.shape[1] // STANDARDISE_ROWS)]
+    deviation = 0.5 * np.ascontiguousarray(picked.T).std(axis=0)
+    sample = np.array(picked)  # (a copy: partitioned in place, which leaves each row's median as it is)
+    median = np.median(sample, axis=1, overwrite_input=True)
+    np.subtract(sample, median[:, None], out=sample)
+    mad = 1.4826 * np.median(np.abs(sample, out=sample), axis=1, overwrite_input=True)
+    spread = np.maximum(mad, deviation) + 1e-9
+    np.subtract(scores, median[:, None], out=scores)
+    np.multiply(MODEL_B, scores, out=scores)
+    np.divide(scores, spread[:, None], out=scores)
+    np.add(MODEL_A, scores, out=scores)
+    return scores
+
+
 def features(papers: Sequence[Paper], corpus: CorpusStats, title_weight: float,
              dense: Embedder | None = None) -> sp.csr_matrix:
     """Unit-length BM25F rows of the papers in the hashed term space, their dense embeddings after them."""

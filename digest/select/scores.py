@@ -65,15 +65,22 @@ def calibrate(raw: np.ndarray, unit: float | np.ndarray, weight: float | np.ndar
     return np.maximum(logit, NO_MATCH)
 
 
-def blend(lexical: np.ndarray, model: np.ndarray, share: float | np.ndarray) -> np.ndarray:
+def blend(lexical: np.ndarray, model: np.ndarray, share: float | np.ndarray,
+          out: np.ndarray | None = None) -> np.ndarray:
     """The log-odds of relevance with the learned model's in: lexical + s × (model − min(lexical, MODEL_A)).
 
     Where the keywords found a paper (log-odds above MODEL_A, the model's value for a typical paper of
     the pool) the model adds its evidence to theirs, so clicks sharpen an interest and never dilute
     what the keywords are sure of; where they found little or nothing, the model's log-odds take the
-    share s of the blend, so papers like the liked ones come in that no keyword names.
+    share s of the blend, so papers like the liked ones come in that no keyword names. With `out` (which
+    may be `model`), the same operations write there.
     """
-    return lexical + share * (model - np.minimum(lexical, MODEL_A))  # type: ignore[no-any-return]
+    if out is None:
+        return lexical + share * (model - np.minimum(lexical, MODEL_A))  # type: ignore[no-any-return]
+    np.subtract(model, np.minimum(lexical, MODEL_A), out=out)
+    np.multiply(share, out, out=out)
+    np.add(lexical, out, out=out)
+    return out
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
