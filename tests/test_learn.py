@@ -87,3 +87,31 @@ def test_model_is_stored_and_learned_again_when_clicks_change(app):
     app.feedback(ada.email, f"#{papers[1].store_id}", more=False)
     changed = app.signals([ada], DAY)[ada.email].model
     assert changed.clicks == 2 and app.store.get_cache(f"feedback-model/{ada.email}") != saved
+
+
+def test_a_send_batch_learns_each_model_as_if_alone(app):
+    """A send run analyses the sampled store negatives once for all the batch's clicking subscribers: every
+    model it learns is exactly the one learned for that subscriber alone (negatives that are one's liked papers
+    left out for that one only)."""
+    from digest.select.learn import NEGATIVES, fit, with_models
+    from digest.select.profile import seed_papers
+
+    negatives = app.store.sample_papers(NEGATIVES, seed=0)
+    roster = app.roster()
+    clickers = [roster.find(e) for e in ("grace@example.org", "ada@example.org")]
+    for n, subscriber in enumerate(clickers):
+        for paper in negatives[n * 3:n * 3 + 3]:  # liked papers that are also sampled negatives
+            app.feedback(subscriber.email, f"#{paper.store_id}", more=True)
+        app.feedback(subscriber.email, f"#{negatives[10 + n].store_id}", more=False)
+    signals = app.signals(clickers, DAY)
+    corpus = app.pool_corpus()
+    batch = with_models(signals, clickers, app.store, corpus, title_weight=app.settings.title_weight, dense=app.dense)
+    for subscriber in clickers:
+        sig = signals[subscriber.email]
+        seeds = [p for i in subscriber.interests for p in seed_papers(i, sig.seeds)]
+        alone = fit([*sig.liked, *seeds], negatives, sig.disliked, corpus, title_weight=app.settings.title_weight,
+                    clicks=len(sig.liked) + len(sig.disliked), dense=app.dense)
+        model = batch[subscriber.email].model
+        assert model is not None and alone is not None
+        assert np.array_equal(model.cols, alone.cols) and np.array_equal(model.coef, alone.coef)
+        assert model.intercept == alone.intercept

@@ -132,15 +132,21 @@ def features(papers: Sequence[Paper], corpus: CorpusStats, title_weight: float,
 
 
 def fit(positives: Sequence[Paper], negatives: Sequence[Paper], disliked: Sequence[Paper], corpus: CorpusStats,
-        *, title_weight: float, clicks: int, dense: Embedder | None = None) -> FeedbackModel | None:
-    """The subscriber's model, or None without a positive paper to learn from."""
+        *, title_weight: float, clicks: int, dense: Embedder | None = None,
+        negative_rows: sp.csr_matrix | None = None) -> FeedbackModel | None:
+    """The subscriber's model, or None without a positive paper to learn from.
+
+    `negative_rows`: the negatives' `features`, when the caller made them once for many subscribers."""
     positive_keys = {p.key for p in positives}
-    negatives = [p for p in negatives if p.key not in positive_keys]
-    if not positives or not (negatives or disliked):
+    keep = [n for n, p in enumerate(negatives) if p.key not in positive_keys]
+    if not positives or not (keep or disliked):
         return None
-    rows = [features(group, corpus, title_weight, dense) if group else None
-            for group in (positives, disliked, negatives)]
-    return fit_rows(*rows, clicks=clicks)
+    if negative_rows is None:
+        negative_rows = features([negatives[n] for n in keep], corpus, title_weight, dense) if keep else None
+    elif len(keep) < len(negatives):
+        negative_rows = negative_rows[keep] if keep else None
+    rows = [features(group, corpus, title_weight, dense) if group else None for group in (positives, disliked)]
+    return fit_rows(rows[0], rows[1], negative_rows, clicks=clicks)
 
 
 def fit_rows(positives: sp.csr_matrix, disliked: sp.csr_matrix | None, negatives: sp.csr_matrix | None, *,
@@ -196,6 +202,7 @@ def with_models(signals: Mapping[str, Signals], subscribers: Sequence[Subscriber
 
     out = dict(signals)
     negatives: list[Paper] | None = None
+    negative_rows: sp.csr_matrix | None = None  # analysed once for every subscriber who needs a model
     for sub in subscribers:
         sig = signals.get(sub.email)
         if sig is None or not (sig.liked or sig.disliked):
@@ -209,8 +216,9 @@ def with_models(signals: Mapping[str, Signals], subscribers: Sequence[Subscriber
         else:
             if negatives is None:
                 negatives = store.sample_papers(NEGATIVES, seed=0)
+                negative_rows = features(negatives, corpus, title_weight, dense) if negatives else None
             model = fit([*sig.liked, *seeds], negatives, sig.disliked, corpus, title_weight=title_weight,
-                        clicks=len(sig.liked) + len(sig.disliked), dense=dense)
+                        clicks=len(sig.liked) + len(sig.disliked), dense=dense, negative_rows=negative_rows)
             if model is not None:
                 store.put_cache(key, mark + b"\n" + model.to_bytes())
         out[sub.email] = replace(sig, model=model)
