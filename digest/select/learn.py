@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 MAX_TERMS = 400  # strongest weights kept per model
 DISLIKED_WEIGHT = 5.0  # a paper marked less counts as this many sampled store papers
-NEGATIVES = 200  # papers sampled from the store as negatives
+NEGATIVES = 1000  # papers sampled from the store as negatives (was 200: +0.025 ±0.009 held-out P@10, set A)
 C = 1.0  # inverse regularisation strength of the logistic regression
 MODEL_A = -1.0  # log-odds of a paper the model scores like the pool's median paper
 MODEL_B = 1.5  # log-odds gained per (robust) standard deviation over the pool of the model's score
