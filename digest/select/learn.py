@@ -43,7 +43,7 @@ C = 1.0  # inverse regularisation strength of the logistic regression
 MODEL_A = -1.0  # log-odds of a paper the model scores like the pool's median paper
 MODEL_B = 1.5  # log-odds gained per (robust) standard deviation over the pool of the model's score
 NEAR = 0.2  # a sampled paper this close (cosine) to a positive is not taken as a negative: it may well be one
-MODEL_VERSION = "lr-2"
+MODEL_VERSION = "lr-3"
 STANDARDISE_ROWS = 256  # papers a model's scores are standardised on
 DENSE_DIM = 256  # columns N_FEATURES .. N_FEATURES + DENSE_DIM hold the dense embedding
 
