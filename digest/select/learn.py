@@ -141,9 +141,9 @@ def fit(positives: Sequence[Paper], negatives: Sequence[Paper], disliked: Sequen
     keep = [n for n, p in enumerate(negatives) if p.key not in positive_keys]
     if not positives or not (keep or disliked):
         return None
-    if negative_rows is None:
-        negative_rows = features([negatives[n] for n in keep], corpus, title_weight, dense) if keep else None
-    elif len(keep) < len(negatives):
+    if negative_rows is None and keep:
+        negative_rows = features(negatives, corpus, title_weight, dense)  # a paper's row depends on it alone
+    if len(keep) < len(negatives):
         negative_rows = negative_rows[keep] if keep else None
     rows = [features(group, corpus, title_weight, dense) if group else None for group in (positives, disliked)]
     return fit_rows(rows[0], rows[1], negative_rows, clicks=clicks)
