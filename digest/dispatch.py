@@ -209,7 +209,7 @@ class Dispatch:
 
         if workers > 1:
             self.app.warm(pool)  # once, before the fork: the children share it
-        results = in_processes(workers, job, should_stop=should_stop, before_fork=self.app.store.engine.dispose)
+        results = in_processes(workers, job, should_stop=should_stop, before_fork=self.app.store.close)
         if any(isinstance(r, Died) for r in results) and not should_stop():
             results.append(job(should_stop))  # take over what a dead worker held (its claims are free at once)
         for result in results:

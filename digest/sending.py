@@ -23,6 +23,7 @@ from .config import Config
 from .deliver import NotRecorded, OutboxTransport, Outcome, RetryPolicy, Transport, deliver_one
 from .journal import Journal
 from .logs import progress
+from .mail import stored_header
 from .models import Digest, Rendered, Subscriber
 from .smtp import SmtpSettings, SmtpTransport
 from .store import Claim, Queue, Store
@@ -281,7 +282,7 @@ class Sender:
             return Outcome(email, "skipped", "taken over by another worker (our lease ran out)")
         return deliver_one(self.store, self.transport(), self.wire(result.message), email, day, result.paper_ids,
                            self.policy.retry, self.policy.suppress_after, owner=me,
-                           message_id=str(result.message["Message-ID"]), journal=self._journal)
+                           message_id=stored_header(result.message, "Message-ID") or "", journal=self._journal)
 
 
 def queue_outcomes(queue: Queue, report: SendReport) -> None:

@@ -10,7 +10,7 @@ from email import policy
 
 import pytest
 
-from digest.mail import build_message, message_id
+from digest.mail import build_message, message_id, stored_header
 from digest.models import Links, Newsletter, Rendered, Subscriber
 
 DAY = date(2026, 6, 12)
@@ -60,6 +60,15 @@ def test_message_id_is_derived_from_subscriber_and_date():
     assert a != message_id("ada@example.org", date(2026, 6, 13), "news@digest.example.org")
     assert a != message_id("grace@example.org", DAY, "news@digest.example.org")
     assert a.startswith("<digest.2026-06-12.") and a.endswith("@digest.example.org>")
+
+
+def test_the_stored_message_id_is_the_one_the_header_parser_reads():
+    """The send path reads a digest's Message-ID as stored (no header parse per message): the same text."""
+    msg = build_message(RENDERED, Subscriber(email="ada@example.org", name="Ada"), NEWS, DAY)
+    assert stored_header(msg, "Message-ID") == str(msg["Message-ID"]) == message_id("ada@example.org", DAY,
+                                                                                      NEWS.from_address)
+    assert stored_header(msg, "message-id") == str(msg["Message-ID"])
+    assert stored_header(msg, "X-Not-There") is None
 
 
 def test_crlf_in_name_cannot_add_a_header():

@@ -177,6 +177,36 @@ def test_a_sent_mark_records_the_papers_once_and_flushes_as_the_setting_says(sto
         store.close()
 
 
+def test_marks_keep_one_connection_and_a_failed_mark_leaves_nothing_half_done(store_url):
+    """`mark_sent` keeps one driver connection for the run instead of a pool round trip per digest; a mark
+    that fails (here a paper the store does not have) is rolled back whole (the digest stays claimed, no
+    paper recorded), its connection is dropped, the next mark works, and `close` gives every one back."""
+    from digest.models import Paper
+    from digest.store.engine import database_errors
+
+    store = Store(store_url)
+    store.add_papers([Paper(title=f"Paper {i}", abstract="x", arxiv_id=f"2606.0010{i}") for i in range(2)], seen_on=DAY)
+    ids = sorted(p.store_id for p in store.all_papers())
+    queue(store, ["a@example.org", "b@example.org", "c@example.org"])
+    store.claim(DAY, "me/1/1/z", limit=3, lease_until=later(minutes=5))
+    assert store.mark_sent("a@example.org", DAY, ids, owner="me/1/1/z", message_id="<a>")
+    assert store.mark_sent("b@example.org", DAY, ids[:1], owner="me/1/1/z", message_id="<b>")
+    assert store.engine.pool.checkedout() == 1  # the one kept for marks, not one per digest
+
+    with pytest.raises(database_errors()):
+        store.mark_sent("c@example.org", DAY, [ids[0], max(ids) + 1000], owner="me/1/1/z", message_id="<c>")
+    assert store.delivery("c@example.org", DAY).status == "claimed"
+    assert store.received_before("c@example.org", DAY + timedelta(days=1)) == set()
+    assert store.engine.pool.checkedout() == 0
+
+    assert store.mark_sent("c@example.org", DAY, ids, owner="me/1/1/z", message_id="<c>")
+    assert [store.delivery(e, DAY).status for e in ("a@example.org", "b@example.org", "c@example.org")] == ["sent"] * 3
+    store.close()
+    assert store.engine.pool.checkedout() == 0
+    assert store.mark_sent("a@example.org", DAY, ids, message_id="<a>")  # still usable after close (as after a fork)
+    store.close()
+
+
 def test_concurrent_claimers_never_share_a_digest(store_url):
     """Eight threads with their own connections claiming 400 digests in batches of 7: each claimed exactly once."""
     store = Store(store_url)

@@ -53,6 +53,8 @@ class Store(PaperStore, SendLogStore, ClaimStore, RosterStore, RunStore, Feedbac
             raise
 
     def close(self) -> None:
+        """Close every connection (the store stays usable: the next query opens one; so also before a fork)."""
+        self.release_marks_connections()
         self.engine.dispose()
 
     def first_day(self, name: str, today: date) -> date:

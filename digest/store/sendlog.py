@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import threading
 from collections.abc import Sequence
 from datetime import date, datetime
 from typing import Any
@@ -112,7 +115,7 @@ class SendLogStore(Base):
         key = (message_id, message_id, when, subscriber, at) + ((owner,) if owner is not None else ())
         kind = "owned" if owner is not None else "any"
         unique = list(dict.fromkeys(paper_ids))  # a paper received before keeps its first date
-        raw = self.engine.raw_connection()
+        raw = self._marks_connection()
         try:
             cursor = raw.cursor()
             if postgres:
@@ -128,11 +131,33 @@ class SendLogStore(Base):
                     cursor.executemany(sql["received"], [(subscriber, paper_id, at) for paper_id in unique])
             raw.commit()  # sqlite3 commits the transaction BEGIN opened (it checks the handle, not its own mode)
         except BaseException:
-            raw.rollback()
+            self._drop_marks_connection()
             raise
-        finally:
-            raw.close()
         return bool(held)
+
+    def _marks_connection(self) -> Any:
+        """The driver connection `mark_sent` keeps, one per process and thread: a pool checkout and return
+        per digest cost a third of the mark. Never one inherited from the process that forked this one."""
+        held = self.__dict__.setdefault("_marks", {})
+        key = (os.getpid(), threading.get_ident())
+        if key not in held:
+            held[key] = self.engine.raw_connection()
+        return held[key]
+
+    def _drop_marks_connection(self) -> None:
+        """After a failed mark: this thread's connection rolled back and closed (the next mark opens one)."""
+        conn = self.__dict__.get("_marks", {}).pop((os.getpid(), threading.get_ident()), None)
+        if conn is not None:
+            with contextlib.suppress(Exception):  # a broken connection: the mark's own error is the one to tell
+                conn.rollback()
+            conn.close()
+
+    def release_marks_connections(self) -> None:
+        """Give back every connection `mark_sent` keeps in this process. One inherited from a parent process
+        is only forgotten: closing it would close the parent's."""
+        for (pid, _thread), conn in self.__dict__.pop("_marks", {}).items():
+            if pid == os.getpid():
+                conn.close()
 
     def mark_failed(self, subscriber: str, day: date, detail: str, owner: str | None = None) -> None:
         with self.write(serial=False) as conn:
