@@ -27,7 +27,7 @@ from digest.select.text import words
 from digest.store.schema import HEAD
 from digest.subscribers import WEEKDAYS
 
-SITE_VERSION = 2  # bump when what a site holds changes, so cached sites are rebuilt
+SITE_VERSION = 3  # bump when what a site holds changes, so cached sites are rebuilt
 PAPERS = 1000
 VOCABULARY = 5000  # each interest gets one word of its own from the commonest title words
 ZONES = ("UTC", "Europe/London", "Europe/Berlin", "America/New_York", "America/Los_Angeles",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -67,7 +67,10 @@ def _listing(folder: Path) -> dict[str, tuple[int, int]]:
     return found
 
 
-def sync(store: Store, folder: Path) -> SyncReport:
+Stored = Callable[[Sequence[Subscriber]], None]  # told of each batch of subscribers a sync or an import stored
+
+
+def sync(store: Store, folder: Path, on_stored: Stored | None = None) -> SyncReport:
     """Bring the profile files of `folder` into the store, parsing only those that changed."""
     report = SyncReport()
     if not folder.is_dir():  # a mistyped path or another machine's copy: not a reason to forget anyone
@@ -98,7 +101,9 @@ def sync(store: Store, folder: Path) -> SyncReport:
     report.removed = len(removed)
     report.parsed = len(parsed)
     if parsed or removed:
-        _apply(store, parsed, removed, known, report)
+        stored = _apply(store, parsed, removed, known, report)
+        if on_stored is not None and stored:
+            on_stored(stored)
     report.problems += [Problem(path, line, message) for path, line, message in store.profile_problems()]
     return report
 
@@ -120,7 +125,7 @@ def _rivals(parsed: list[Parsed], seen: dict[str, tuple[int, int]], known: dict[
 
 
 def _apply(store: Store, parsed: list[Parsed], removed: list[str], known: dict[str, FileState],
-           report: SyncReport) -> None:
+           report: SyncReport) -> list[Subscriber]:
     keys = [sub.email.lower() for *_, sub, _ in parsed if sub is not None]
     # Two files naming one address: neither is sent (which one is right is for the operator to say).
     files_of: dict[str, list[str]] = {}
@@ -152,7 +157,9 @@ def _apply(store: Store, parsed: list[Parsed], removed: list[str], known: dict[s
                 valid.append((subscriber, path))
         states.append(FileState(path, mtime, size, digest, key,
                                 tuple((p.line, p.message) for p in problems)))
-    store.apply_files(removed, states, [(s, p) for s, p in valid if s is not None])
+    stored = [(s, p) for s, p in valid if s is not None]
+    store.apply_files(removed, states, stored)
+    return [s for s, _ in stored]
 
 
 def roster(store: Store, problems: Iterable[Problem] = ()) -> Roster:
@@ -164,7 +171,7 @@ def roster(store: Store, problems: Iterable[Problem] = ()) -> Roster:
 # -- import and export ------------------------------------------------------------------
 
 
-def import_path(store: Store, path: Path) -> ImportReport:
+def import_path(store: Store, path: Path, on_stored: Stored | None = None) -> ImportReport:
     """Import a CSV list or a folder of TOML profiles into the store (an imported address again is replaced)."""
     report = ImportReport()
     if path.is_dir():
@@ -179,9 +186,9 @@ def import_path(store: Store, path: Path) -> ImportReport:
         if item is not None:
             batch.append(item)
         if len(batch) >= IMPORT_BATCH:
-            _store(store, batch, report)
+            _store(store, batch, report, on_stored)
             batch = []
-    _store(store, batch, report)
+    _store(store, batch, report, on_stored)
     return report
 
 
@@ -191,7 +198,7 @@ def _profile(path: Path, report: ImportReport) -> Imported | None:
     return (subscriber, str(path), 1) if subscriber else None
 
 
-def _store(store: Store, batch: list[Imported], report: ImportReport) -> None:
+def _store(store: Store, batch: list[Imported], report: ImportReport, on_stored: Stored | None) -> None:
     owners = store.owners([s.email.lower() for s, _, _ in batch])
     forgotten = store.forgotten_among([s.email for s, _, _ in batch])
     keep = []
@@ -210,6 +217,8 @@ def _store(store: Store, batch: list[Imported], report: ImportReport) -> None:
             keep.append(subscriber)
     store.put_subscribers(keep, "import")
     report.imported += len(keep)
+    if on_stored is not None and keep:
+        on_stored(keep)
 
 
 def _cells(row: dict[str, str], key: str) -> list[str]:

@@ -200,7 +200,7 @@ def _subscribers_import(app: App, args: argparse.Namespace) -> int:
     from .catalogue import import_path
 
     app.sync()  # an address a profile file defines stays the file's
-    report = import_path(app.store, args.path)
+    report = import_path(app.store, args.path, on_stored=app.prepare_interests)
     for problem in report.problems:
         print(f"error: {problem}", file=sys.stderr)
     print(f"imported {report.imported} subscribers from {args.path}, {len(report.problems)} problems")

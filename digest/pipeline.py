@@ -27,6 +27,7 @@ from .select import CorpusStats, Pool, Ranked, SelectSettings, Signals, rank, se
 from .select.corpus import background
 from .select.dense import DenseEmbedder
 from .select.learn import with_models
+from .select.pool import interest_text
 from .sending import (
     Composed,
     Composer,
@@ -113,20 +114,37 @@ class App:
         counts = self.store.add_papers(papers, seen_on=seen_on)
         report.distinct, report.new = counts.distinct, counts.new
         report.updated, report.unchanged = counts.updated, counts.unchanged
+        self.prepare_papers(papers)
         return report
+
+    def prepare_papers(self, papers: Sequence[Paper]) -> None:
+        """Analyse papers just ingested once, here, rather than in every send (and every worker) that reads
+        them: the store's term statistics brought up to date, and their dense embeddings kept in the store
+        (papers seen before are only looked up)."""
+        self._corpus = None
+        self.corpus()
+        if self.dense is not None and papers:
+            self.dense.papers(papers)
 
     # -- compose ----------------------------------------------------------------
 
     def sync(self) -> catalogue.SyncReport:
         """Bring changed profile files into the store; each invalid profile is logged with its file and skipped."""
         folder = Path(self.config.subscribers.dir)
-        report = catalogue.sync(self.store, folder)
+        report = catalogue.sync(self.store, folder, on_stored=self.prepare_interests)
         if not report.problems and folder.is_dir() and not self.store.count_subscribers():
             report.problems.append(Problem(str(folder), 0, "no subscriber profiles (*.toml) here and none imported: "
                                                            "nobody to send to"))
         for problem in report.problems:
             log.warning("%s%s", "skipping profile: " if problem.line else "", problem)
         return report
+
+    def prepare_interests(self, subscribers: Sequence[Subscriber]) -> None:
+        """Embed the interests of subscribers just stored (imported, or a profile file changed) and keep the
+        vectors in the store, so that the first send after an import reads them as every later send does,
+        instead of embedding a million interests while it sends. A send still embeds any it finds missing."""
+        if self.dense is not None:
+            self.dense.texts([interest_text(i) for s in subscribers for i in s.interests])
 
     def roster(self) -> Roster:
         """Every valid subscriber (a frequency chosen on the preferences page applied), and the invalid profiles."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -128,16 +129,50 @@ def test_imported_subscribers_get_their_digest_without_any_profile_file(tmp_path
         return subprocess.run([sys.executable, "-m", "digest", *args], cwd=tmp_path, capture_output=True, text=True,
                               timeout=120, env=cli_env(DIGEST_SECRET="s"))
 
+    def embedded() -> tuple[int, int]:  # (interest texts, papers) whose dense embeddings the store keeps
+        with sqlite3.connect(tmp_path / "digest.db") as db:
+            texts = db.execute("SELECT count(*) FROM embeddings WHERE paper_key LIKE 'text:%'").fetchone()[0]
+            return texts, db.execute("SELECT count(*) FROM embeddings").fetchone()[0] - texts
+
     imported = digest("subscribers", "import", "list.csv")
     assert imported.returncode == 0 and "imported 20 subscribers" in imported.stdout, imported.stderr
+    assert embedded() == (1, 0)  # the import embedded the interest the twenty share, once
     assert digest("ingest", "--date", "2026-06-12").returncode == 0
+    with sqlite3.connect(tmp_path / "digest.db") as db:
+        ingested = db.execute("SELECT count(*) FROM papers").fetchone()[0]
+    assert embedded() == (1, ingested)  # the ingest embedded its papers
     sent = digest("send", "--date", "2026-06-12")
     assert sent.returncode == 0, sent.stderr
+    assert embedded() == (1, ingested)  # so the send embedded nothing itself
     assert "2026-06-12: sent 20, skipped 0" in sent.stdout
     assert len(list((tmp_path / "outbox" / "2026-06-12").glob("reader*.eml"))) == 20
     listed = digest("subscribers", "list")
     assert listed.stdout.count("\n") == 20
     assert "reader7@example.org\tReader 7\tdaily at 07:00 UTC\tGPUs" in listed.stdout
+
+
+def test_a_synced_profile_file_has_its_interests_embedded_at_once(make_config, tmp_path):
+    """A new or edited profile file is embedded when the sync stores it (not by the send that reads it);
+    an unchanged one is not read again."""
+    from digest.pipeline import App
+    from digest.select.dense import MODEL_NAME, text_key
+    from digest.select.pool import interest_text
+
+    folder = tmp_path / "subscribers"
+    profile(folder, "ada", 'email = "ada@example.org"\n[[interests]]\nname = "Kernels"\nkeywords = ["CUDA"]\n')
+    app = App(make_config(subscribers={"dir": str(folder)}))
+
+    def stored(email: str) -> bool:
+        [interest] = app.store.subscribers_by_email([email])[email].interests
+        key = text_key(interest_text(interest))
+        return key in app.store.embeddings([key], MODEL_NAME)
+
+    app.sync()
+    assert stored("ada@example.org")
+    profile(folder, "ada", 'email = "ada@example.org"\n[[interests]]\nname = "Kernels"\nkeywords = ["Triton"]\n')
+    app.sync()
+    assert stored("ada@example.org")
+    app.close()
 
 
 def test_a_missing_folder_forgets_nobody_but_an_emptied_one_does(store, tmp_path):

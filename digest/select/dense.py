@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,7 @@ DIM = 256
 MEMO_TEXTS = 50_000  # query texts' embeddings a process keeps in memory (1 kB each)
 
 
+@cache  # read-only once loaded: every embedder of the process (and its forked workers) shares one
 def load_model() -> Any:
     """The WordLlama model shipped in the `wordllama` package, loaded without any download."""
     try:
