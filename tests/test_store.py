@@ -139,8 +139,8 @@ def test_an_expired_lease_or_a_dead_owner_is_taken_over(store_url):
 def test_a_sent_mark_records_the_papers_once_and_flushes_as_the_setting_says(store_url, request):
     """`mark_sent` records the Message-ID and each paper once (one statement on PostgreSQL), says whether the
     claim was still held, and commits the way `store.durable_sends` asks: on PostgreSQL with
-    `synchronous_commit = off` unless durable (seen in the server's own statement log), on SQLite with
-    synchronous NORMAL or FULL."""
+    `synchronous_commit = off` for the marks' own session unless durable (seen in the server's own statement
+    log), on SQLite with synchronous NORMAL or FULL."""
     from digest.models import Paper
 
     logged = None
@@ -170,7 +170,7 @@ def test_a_sent_mark_records_the_papers_once_and_flushes_as_the_setting_says(sto
         if logged:
             text = logged.read_bytes()[start:].decode()
             assert "WITH u AS (UPDATE deliveries" in text
-            assert ("SET LOCAL synchronous_commit = off" in text) is (not durable)
+            assert ("SET synchronous_commit = off" in text) is (not durable)
         else:
             with store.engine.connect() as conn:
                 assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == (2 if durable else 1)
@@ -190,19 +190,21 @@ def test_marks_keep_one_connection_and_a_failed_mark_leaves_nothing_half_done(st
     queue(store, ["a@example.org", "b@example.org", "c@example.org"])
     store.claim(DAY, "me/1/1/z", limit=3, lease_until=later(minutes=5))
     assert store.mark_sent("a@example.org", DAY, ids, owner="me/1/1/z", message_id="<a>")
+    kept = store._marks_connection()
     assert store.mark_sent("b@example.org", DAY, ids[:1], owner="me/1/1/z", message_id="<b>")
-    assert store.engine.pool.checkedout() == 1  # the one kept for marks, not one per digest
+    assert store._marks_connection() is kept  # the one kept for marks, not one per digest
 
     with pytest.raises(database_errors()):
         store.mark_sent("c@example.org", DAY, [ids[0], max(ids) + 1000], owner="me/1/1/z", message_id="<c>")
     assert store.delivery("c@example.org", DAY).status == "claimed"
     assert store.received_before("c@example.org", DAY + timedelta(days=1)) == set()
-    assert store.engine.pool.checkedout() == 0
+    assert not kept.is_valid  # closed
 
     assert store.mark_sent("c@example.org", DAY, ids, owner="me/1/1/z", message_id="<c>")
     assert [store.delivery(e, DAY).status for e in ("a@example.org", "b@example.org", "c@example.org")] == ["sent"] * 3
+    again = store._marks_connection()
     store.close()
-    assert store.engine.pool.checkedout() == 0
+    assert not again.is_valid and store.engine.pool.checkedout() == 0
     assert store.mark_sent("a@example.org", DAY, ids, message_id="<a>")  # still usable after close (as after a fork)
     store.close()
 

@@ -118,9 +118,7 @@ class SendLogStore(Base):
         raw = self._marks_connection()
         try:
             cursor = raw.cursor()
-            if postgres:
-                if not self.durable_sends:  # see `store.durable_sends`: a killed process still loses nothing
-                    cursor.execute("SET LOCAL synchronous_commit = off")
+            if postgres:  # one statement, committed on its own (autocommit): one round trip
                 cursor.execute(sql[kind], (*key, subscriber, unique, at))
                 held = cursor.fetchone()[0]
             else:
@@ -129,7 +127,7 @@ class SendLogStore(Base):
                 held = cursor.rowcount
                 if unique:
                     cursor.executemany(sql["received"], [(subscriber, paper_id, at) for paper_id in unique])
-            raw.commit()  # sqlite3 commits the transaction BEGIN opened (it checks the handle, not its own mode)
+                raw.commit()  # sqlite3 commits the transaction BEGIN opened (it checks the handle, not its mode)
         except BaseException:
             self._drop_marks_connection()
             raise
@@ -137,15 +135,26 @@ class SendLogStore(Base):
 
     def _marks_connection(self) -> Any:
         """The driver connection `mark_sent` keeps, one per process and thread: a pool checkout and return
-        per digest cost a third of the mark. Never one inherited from the process that forked this one."""
+        per digest cost a third of the mark. Never one inherited from the process that forked this one.
+
+        It is taken out of the pool for good (closed, not returned, when released), so that on PostgreSQL it
+        can be set up for marks alone: autocommit, so that the mark's one statement is its transaction
+        (no BEGIN and COMMIT round trips), and, unless `store.durable_sends`, `synchronous_commit = off`
+        for this session (a killed process still loses nothing: see the setting)."""
         held = self.__dict__.setdefault("_marks", {})
         key = (os.getpid(), threading.get_ident())
         if key not in held:
-            held[key] = self.engine.raw_connection()
+            conn = self.engine.raw_connection()
+            if self.engine.dialect.name == "postgresql":
+                conn.driver_connection.autocommit = True
+                if not self.durable_sends:
+                    conn.cursor().execute("SET synchronous_commit = off")
+            conn.detach()
+            held[key] = conn
         return held[key]
 
     def _drop_marks_connection(self) -> None:
-        """After a failed mark: this thread's connection rolled back and closed (the next mark opens one)."""
+        """After a failed mark: this thread's connection rolled back and closed (the next mark opens another)."""
         conn = self.__dict__.get("_marks", {}).pop((os.getpid(), threading.get_ident()), None)
         if conn is not None:
             with contextlib.suppress(Exception):  # a broken connection: the mark's own error is the one to tell
