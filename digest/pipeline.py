@@ -346,12 +346,14 @@ class App:
         return self.dkim(data) if self.dkim else data
 
     def warm(self, pool: Pool) -> None:
-        """Analyse what every batch of the day needs from the pool now, so that workers forked after this
-        share it instead of each computing it: the BM25F index and the dense embeddings of the papers (read
-        from the store, or computed with the model, which the workers then share as well)."""
+        """Prepare what every batch of the day needs now, so that workers forked after this share it instead
+        of each making it: the pool's BM25F index, the dense embeddings of its papers (read from the store,
+        or computed with the model, which the workers then share as well), and the templates (loaded and
+        inlined; kept while the renderer is pinned)."""
         pool.index(self.settings.title_weight)
         if self.dense is not None:
             pool.dense_papers()
+        self.renderer.preload()
 
     def composer(self, pool: Pool) -> Composer:
         """Compose a batch of subscribers' digests from one pool: their signals read in a few queries, the pool

@@ -7,7 +7,7 @@ once per message: every rendered email gets the inline styles for the price of a
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +84,14 @@ class Renderer:
         if self.inline_per_message is not None:
             html = self.inline_per_message(html)
         return Rendered(subject, preheader, html, self.render_template(self.TEXT, context), links)
+
+    def preload(self) -> None:
+        """Load (and inline) a digest's templates now, within `pinned`: worker processes forked after this
+        share them instead of each loading them again. One that fails to load is left to the render that
+        needs it, which reports it."""
+        for name in (self.SUBJECT, self.PREHEADER, self.HTML, self.TEXT):
+            with suppress(TemplateError):
+                self._template(name)
 
     def render_template(self, name: str, context: dict[str, Any]) -> str:
         """One template rendered with `context`; Jinja errors become a RenderError naming the template."""

@@ -154,8 +154,11 @@ def test_a_day_without_papers_skips_everyone_with_the_reason(make_config):
 
 
 def test_a_warmed_pool_composes_without_building_an_index_or_embedding_a_paper(make_config, monkeypatch):
-    """`send --workers N` warms the pool before forking: after `warm`, composing a batch builds no index and
-    embeds no paper (each forked worker would otherwise do it again). Without the warm-up it does."""
+    """`send --workers N` warms the pool before forking: after `warm`, composing a batch builds no index,
+    embeds no paper and loads no template (each forked worker would otherwise do it again). Without the
+    warm-up it does."""
+    import jinja2
+
     import digest.select.dense as dense
     import digest.select.pool as pool_module
 
@@ -167,11 +170,12 @@ def test_a_warmed_pool_composes_without_building_an_index_or_embedding_a_paper(m
         app.ingest([SEEDS], seen_on=DAY)
         subscribers = [s for s in app.roster().subscribers if not any(i.seed_papers for i in s.interests)][:5]
         pool = app.pool(DAY)
-        if warmed:
-            app.warm(pool)
-        with monkeypatch.context() as patch:
+        with app.renderer.pinned(), monkeypatch.context() as patch:  # pinned, as `send` is
+            if warmed:
+                app.warm(pool)
             patch.setattr(dense.DenseEmbedder, "papers", forbidden)
             patch.setattr(pool_module, "Index", forbidden)
+            patch.setattr(jinja2.Environment, "get_template", forbidden)
             if warmed:
                 digests = [c.digest for c in app.composer(pool)(subscribers, DAY)]
                 assert len(digests) == 5 and all(d.count for d in digests)
