@@ -209,6 +209,36 @@ def test_marks_keep_one_connection_and_a_failed_mark_leaves_nothing_half_done(st
     store.close()
 
 
+def test_a_mark_waits_for_another_writer_in_short_steps_and_gives_up_at_the_busy_timeout(tmp_path, monkeypatch):
+    """SQLite: a mark that finds the write lock held waits for it (in steps of 50 µs to 2 ms, not SQLite's
+    1, 2, 5, 10 … ms) and is recorded once it is free; held past the busy timeout, the mark fails."""
+    import sqlite3
+
+    import digest.store.sendlog as sendlog
+
+    url = f"sqlite:///{tmp_path / 'd.db'}"
+    store = Store(url)
+    queue(store, ["a@example.org", "b@example.org"])
+    store.claim(DAY, "me/1/1/z", limit=2, lease_until=later(minutes=5))
+    assert store.mark_sent("a@example.org", DAY, [], owner="me/1/1/z")  # the marks' connection is open
+    blocker = sqlite3.connect(tmp_path / "d.db", isolation_level=None, check_same_thread=False)
+    blocker.execute("BEGIN IMMEDIATE")
+    threading.Timer(0.15, blocker.rollback).start()
+    assert store.mark_sent("b@example.org", DAY, [], owner="me/1/1/z")  # waited, then marked
+    assert store.delivery("b@example.org", DAY).status == "sent"
+
+    queue(store, ["c@example.org"])
+    store.claim(DAY, "me/1/1/z", limit=1, lease_until=later(minutes=5))
+    monkeypatch.setattr(sendlog, "BUSY_TIMEOUT_MS", 100)
+    blocker.execute("BEGIN IMMEDIATE")
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        store.mark_sent("c@example.org", DAY, [], owner="me/1/1/z")
+    blocker.rollback()
+    assert store.delivery("c@example.org", DAY).status == "claimed"
+    blocker.close()
+    store.close()
+
+
 def test_concurrent_claimers_never_share_a_digest(store_url):
     """Eight threads with their own connections claiming 400 digests in batches of 7: each claimed exactly once."""
     store = Store(store_url)
