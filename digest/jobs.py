@@ -88,9 +88,12 @@ def refresh(app: App, day: date) -> tuple[CollectReport | None, IngestReport | N
         return None, app.ingest([Path(p) for p in app.config.ingest.paths], seen_on=day)
     fetcher = fetcher_for(app)
     try:
-        return collect(app.store, app.config.sources, fetcher, day), None
+        report = collect(app.store, app.config.sources, fetcher, day)
     finally:
         fetcher.close()
+    if any(o.new for o in report.outcomes):  # analysed here, as an ingest does, not by every send reading them
+        app.prepare_papers(app.store.candidates(day, app.config.select.window_days))
+    return report, None
 
 
 def fetch_job(app: App, day: date) -> CollectReport | IngestReport:

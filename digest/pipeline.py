@@ -124,7 +124,7 @@ class App:
         self._corpus = None
         self.corpus()
         if self.dense is not None and papers:
-            self.dense.papers(papers)
+            self.dense.papers(list({p.key: p for p in papers}.values()))  # a file may repeat a paper many times
 
     # -- compose ----------------------------------------------------------------
 

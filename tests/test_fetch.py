@@ -178,3 +178,19 @@ def test_file_source_reads_a_folder_and_reports_missing_files(store, tmp_path):
     ok, missing = report.outcomes
     assert (ok.result, ok.records, ok.new) == ("ok", 284, 197)
     assert missing.result == "failed" and "no files match" in missing.detail
+
+
+def test_a_fetch_analyses_its_new_papers_as_an_ingest_does(tmp_path):
+    """`fetch` (and `run` with sources) embeds the papers it brought in, so the sends only read them."""
+    from digest.config import build_config
+    from digest.jobs import refresh
+    from digest.pipeline import App
+    from digest.select.dense import MODEL_NAME
+
+    with ScriptedServer({"/rss": [Reply(body=RSS, content_type="application/rss+xml")]}) as server:
+        raw = {"store": {"url": "sqlite:///digest.db"}, "sources": [{"kind": "arxiv", "url": server.url("/rss")}]}
+        app = App(build_config(raw, base=tmp_path))
+        refresh(app, DAY)
+    keys = [p.key for p in app.store.candidates(DAY, app.config.select.window_days)]
+    assert len(keys) == 4 and set(app.store.embeddings(keys, MODEL_NAME)) == set(keys)
+    app.close()
