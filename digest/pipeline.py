@@ -118,9 +118,9 @@ class App:
         return report
 
     def prepare_papers(self, papers: Sequence[Paper]) -> None:
-        """Analyse papers just ingested once, here, rather than in every send (and every worker) that reads
-        them: the store's term statistics brought up to date, and their dense embeddings kept in the store
-        (papers seen before are only looked up)."""
+        """Analyse papers just brought in (by an ingest or a fetch) once, here, rather than in every send (and
+        every worker) that reads them: the store's term statistics brought up to date, and their dense
+        embeddings kept in the store (papers seen before are only looked up)."""
         self._corpus = None
         self.corpus()
         if self.dense is not None and papers:
