@@ -124,7 +124,9 @@ def test_workers_share_a_send_and_a_killed_one_is_taken_over(site):
 
 def test_a_worker_on_another_machine_takes_its_share(site):
     """`digest worker --follow` (as on a second machine) delivers part of what `digest send` queued; none twice."""
-    server = Recorder()
+    # 10 ms a message: the send takes seconds, not the fraction of one it needs now, so the worker (which
+    # looks every second) surely finds batches to claim
+    server = Recorder(on_message=lambda _message: time.sleep(0.01))
     with smtp_server(server) as port:
         write_config(site, port)
         helper = digest(site, "worker", "--date", DATE, "--follow", "--poll", "1")
