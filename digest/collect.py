@@ -13,7 +13,7 @@ from datetime import UTC, date, datetime
 
 from .errors import FetchError
 from .fetch import Fetcher, Validators
-from .models import RecordError
+from .models import Paper, RecordError
 from .sources import SourceError
 from .sources.live import SourceResult, SourceSpec, read_source
 from .store import FetchRecord, Store
@@ -45,6 +45,7 @@ class CollectReport:
     """Every source's outcome on one run."""
 
     outcomes: list[SourceOutcome] = field(default_factory=list)
+    new_papers: list[Paper] = field(default_factory=list)  # the papers of the sources that gave new ones
 
     @property
     def failed(self) -> list[SourceOutcome]:
@@ -62,11 +63,11 @@ def collect(store: Store, specs: Sequence[SourceSpec], fetcher: Fetcher, day: da
     """Fetch, parse and store every source; a failing one is recorded and the rest go on."""
     report = CollectReport()
     for spec in specs:
-        report.outcomes.append(_one(store, spec, fetcher, day))
+        report.outcomes.append(_one(store, spec, fetcher, day, report.new_papers))
     return report
 
 
-def _one(store: Store, spec: SourceSpec, fetcher: Fetcher, day: date) -> SourceOutcome:
+def _one(store: Store, spec: SourceSpec, fetcher: Fetcher, day: date, new_papers: list[Paper]) -> SourceOutcome:
     url = spec.path if spec.kind == "file" else spec.url_for(day)
     last = store.last_fetch(spec.label)
     have = Validators(last.etag, last.last_modified) if last and last.url == url else Validators()
@@ -79,6 +80,8 @@ def _one(store: Store, spec: SourceSpec, fetcher: Fetcher, day: date) -> SourceO
         store.record_fetch(FetchRecord(spec.label, url, now, "failed", 0, 0, attempts, reason))
         return SourceOutcome(spec.label, "failed", detail=f"{getattr(exc, 'url', None) or url}: {reason}")
     counts = store.add_papers(result.parsed.papers, seen_on=day)
+    if counts.new:
+        new_papers.extend(result.parsed.papers)
     outcome = "not-modified" if result.not_modified else "ok"
     store.record_fetch(_record(spec, url, now, outcome, result))
     return SourceOutcome(spec.label, outcome, len(result.parsed.papers), counts.new, counts.updated,

@@ -91,8 +91,8 @@ def refresh(app: App, day: date) -> tuple[CollectReport | None, IngestReport | N
         report = collect(app.store, app.config.sources, fetcher, day)
     finally:
         fetcher.close()
-    if any(o.new for o in report.outcomes):  # analysed here, as an ingest does, not by every send reading them
-        app.prepare_papers(app.store.candidates(day, app.config.select.window_days))
+    if report.new_papers:  # analysed here, as an ingest does, not by every send reading them
+        app.prepare_papers(report.new_papers)
     return report, None
 
 
