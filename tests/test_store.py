@@ -214,7 +214,7 @@ def test_a_mark_waits_for_another_writer_in_short_steps_and_gives_up_at_the_busy
     1, 2, 5, 10 … ms) and is recorded once it is free; held past the busy timeout, the mark fails."""
     import sqlite3
 
-    import digest.store.sendlog as sendlog
+    import digest.store.engine as engine
 
     url = f"sqlite:///{tmp_path / 'd.db'}"
     store = Store(url)
@@ -229,7 +229,7 @@ def test_a_mark_waits_for_another_writer_in_short_steps_and_gives_up_at_the_busy
 
     queue(store, ["c@example.org"])
     store.claim(DAY, "me/1/1/z", limit=1, lease_until=later(minutes=5))
-    monkeypatch.setattr(sendlog, "BUSY_TIMEOUT_MS", 100)
+    monkeypatch.setattr(engine, "BUSY_TIMEOUT_MS", 100)
     blocker.execute("BEGIN IMMEDIATE")
     with pytest.raises(sqlite3.OperationalError, match="locked"):
         store.mark_sent("c@example.org", DAY, [], owner="me/1/1/z")

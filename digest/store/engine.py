@@ -8,6 +8,8 @@ begin as ordinary deferred transactions and never block a writer (WAL).
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -91,6 +93,28 @@ def _sqlite_full(dbapi_conn: Any, record: Any) -> None:
 
 def _sqlite_begin(conn: Connection) -> None:
     conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("immediate") else "BEGIN")
+
+
+def begin_immediate(cursor: Any) -> None:
+    """Take SQLite's write lock on a driver cursor (a `sent` mark's), waiting while another process holds it,
+    for up to the busy timeout (on a connection whose own `busy_timeout` is 0).
+
+    SQLite's own busy handler sleeps 1 ms, then 2, 5, 10 … between tries; a mark holds the lock for about
+    a tenth of that, so two workers lost a twelfth of their time asleep (1,194 of 10,000 marks waited,
+    2 s in all). Here the waits start at 50 µs and double up to 2 ms.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    pause = 0.00005
+    while True:
+        try:
+            cursor.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorcode", 0) & 0xFF != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.002)
+
 
 
 class Base:

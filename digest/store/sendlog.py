@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sqlite3
 import threading
-import time
 from collections.abc import Sequence
 from datetime import date, datetime
 from typing import Any
@@ -14,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from .claims import CHUNK
-from .engine import BUSY_TIMEOUT_MS, Base
+from .engine import Base, begin_immediate
 from .privacy import forgotten_key
 from .records import DeliveryRecord, Preference
 from .tables import _now, _record, deliveries, preferences, received, suppressions
@@ -34,26 +32,6 @@ _SENT_SQL = {  # the statements of `mark_sent`, in each driver's parameter style
                    "SELECT count(*) FROM u"
                    for kind, update in (("any", _SENT_UPDATE), ("owned", _SENT_UPDATE + _OWNED))},
 }
-
-
-def _begin_immediate(cursor: Any) -> None:
-    """Take SQLite's write lock for a mark, waiting while another process holds it, for up to the busy timeout.
-
-    SQLite's own busy handler sleeps 1 ms, then 2, 5, 10 … between tries; a mark holds the lock for about
-    a tenth of that, so two workers lost a twelfth of their time asleep (1,194 of 10,000 marks waited,
-    2 s in all). Here the waits start at 50 µs and double up to 2 ms.
-    """
-    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
-    pause = 0.00005
-    while True:
-        try:
-            cursor.execute("BEGIN IMMEDIATE")
-            return
-        except sqlite3.OperationalError as exc:
-            if getattr(exc, "sqlite_errorcode", 0) & 0xFF != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
-                raise
-        time.sleep(pause)
-        pause = min(pause * 2, 0.002)
 
 
 def _chunks(items: Sequence[str] | None) -> list[Sequence[str] | None]:
@@ -144,7 +122,7 @@ class SendLogStore(Base):
                 cursor.execute(sql[kind], (*key, subscriber, unique, at))
                 held = cursor.fetchone()[0]
             else:
-                _begin_immediate(cursor)
+                begin_immediate(cursor)
                 cursor.execute(sql[kind], key)
                 held = cursor.rowcount
                 if unique:
@@ -171,7 +149,7 @@ class SendLogStore(Base):
                 conn.driver_connection.autocommit = True
                 if not self.durable_sends:
                     conn.cursor().execute("SET synchronous_commit = off")
-            else:  # `_begin_immediate` waits for the write lock itself, in steps finer than SQLite's
+            else:  # `begin_immediate` waits for the write lock itself, in steps finer than SQLite's
                 conn.cursor().execute("PRAGMA busy_timeout = 0")
             conn.detach()
             held[key] = conn
