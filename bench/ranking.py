@@ -395,7 +395,9 @@ def floor_ceiling(pools: dict[str, list[list[Paper]]], scorers: dict[str, Scorer
     """How much recall any floor could reach at precision CEILING_PRECISION, over every paper of every pool of the
     main categories, for each method's scores: (a) one threshold for every pool and category; (b) a cut per pool
     chosen knowing the labels, each pool at that precision (the oracle of BENCHMARKS.md's floor section); (c) a cut
-    per pool knowing the labels, the precision reached over all pools together."""
+    per pool knowing the labels, the precision reached over all pools together; (d) one threshold per category
+    (per interest) knowing the labels, the precision reached over all categories together: what a perfect
+    calibration of each interest, the same on every day, could reach."""
     cats = [c for c in main if c in pools]
     data: dict[str, dict[str, list[tuple[np.ndarray, np.ndarray]]]] = {name: {c: [] for c in cats} for name in scorers}
     for category in cats:
@@ -414,8 +416,8 @@ def floor_ceiling(pools: dict[str, list[list[Paper]]], scorers: dict[str, Scorer
     print(f"\nfloor ceiling: recall / precision at precision >= {p}, pooled over every paper of every pool of "
           f"{len(cats)} categories ({', '.join(cats)}; {total} relevant papers)")
     print("| scores | (a) one global threshold | (b) oracle cut per pool, each pool at the precision "
-          "| (c) oracle cut per pool, pooled precision |")
-    print("|---|---:|---:|---:|")
+          "| (c) oracle cut per pool, pooled precision | (d) oracle threshold per category, pooled precision |")
+    print("|---|---:|---:|---:|---:|")
     per_category: dict[str, list[str]] = {}
     for name, by_cat in data.items():
         every = [pair for c in cats for pair in by_cat[c]]
@@ -423,7 +425,10 @@ def floor_ceiling(pools: dict[str, list[list[Paper]]], scorers: dict[str, Scorer
         b_cat = {c: np.sum([best_cut(s, y) for s, y in by_cat[c]], axis=0) for c in cats}
         b = np.sum(list(b_cat.values()), axis=0)
         c_ = oracle_pooled([cuts(s, y) for s, y in every])
-        print(f"| {name} | {cell(*a, total)} | {cell(int(b[0]), int(b[1]), total)} | {cell(*c_, total)} |")
+        d = oracle_pooled([cuts(np.concatenate([s for s, _ in by_cat[c]]), np.concatenate([y for _, y in by_cat[c]]))
+                           for c in cats])
+        print(f"| {name} | {cell(*a, total)} | {cell(int(b[0]), int(b[1]), total)} | {cell(*c_, total)} "
+              f"| {cell(*d, total)} |")
         per_category[name] = [f"{b_cat[c][1] / relevant[c]:.2f}" for c in cats]
     print(f"\n(b) per category: recall of the oracle cut per pool (each pool at precision >= {p})")
     print(f"| scores | {' | '.join(cats)} |")
