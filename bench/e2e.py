@@ -17,9 +17,12 @@ Measured per run (`digest send --date D`, a subprocess): wall time, CPU of its w
 every combination of store (SQLite, PostgreSQL), DKIM (off, on) and workers (1, 2; when the
 product has `--workers`). Also, in the same run: CPU per digest by stage (the command once more
 under cProfile, smallest N), the compose benchmark's CPU per digest (bench/render.py's own
-function, before and after the runs) and the ratio to the mean of the two, `digest --help`, and
+function, before the first run and after each; a run's ratio is taken against the mean of the
+measurements just before and after it, since this shared machine's speed drifts), `digest --help`, and
 `digest run --date D` once everything of D is sent (nothing due). 1,000,000 is extrapolated from the
-slope between the two largest sizes unless measured (--million). The last lines are `name: value` figures.
+slope between the two largest sizes unless measured (--million). With --repeat R, every variant runs
+R times, round by round (1 worker, 2 workers, 1 worker, ...), and each figure is the median over the
+rounds (the two-worker gain: of each round's pair). The last lines are `name: value` figures.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
 from types import ModuleType
@@ -267,6 +270,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--no-profile", action="store_true", help="skip the cProfile stage breakdown")
     parser.add_argument("--pg-fsync", choices=("on", "off"), default="on",
                         help="PostgreSQL durability (on: a production server's defaults)")
+    parser.add_argument("--repeat", type=int, default=1, help="rounds of every variant (figures: medians over them)")
     parser.add_argument("--out", type=Path, default=BENCH / "out" / "e2e")
     args = parser.parse_args()
     if args.million and MILLION not in args.subscribers:
@@ -308,21 +312,27 @@ def site_for(bench: Bench, args: argparse.Namespace, n: int) -> sites.Site:
     return site
 
 
-def run_sizes(bench: Bench, args: argparse.Namespace, chosen: list[Variant]) -> tuple[list[Result], list[Result]]:
-    """Every variant at every size; the nothing-due run after the first variant of each store."""
-    results, idle = [], []
+def run_sizes(bench: Bench, args: argparse.Namespace, chosen: list[Variant],
+              compose_ms: float) -> tuple[list[Result], list[Result], list[float]]:
+    """Every variant at every size, --repeat rounds of them, each followed by the compose baseline; the
+    nothing-due run after the first variant of each store. Also returns every compose measurement."""
+    results, idle, composes = [], [], [compose_ms]
     for n in args.subscribers:
         site = site_for(bench, args, n)
         first: set[str] = set()
-        for variant in chosen:
-            result, nothing = bench.send(site, variant, then_idle=variant.store not in first)
-            first.add(variant.store)
-            results.append(result)
-            idle += [nothing] if nothing else []
-            print(f"  {n:,} {variant.key}: {result.sent:,} sent in {result.run.wall:.1f} s ({result.rate:.1f}/s, "
-                  f"{result.cpu_ms:.2f} CPU ms/digest, {result.run.peak_rss_mib:.0f} MiB), sink "
-                  f"{result.received:,}{'' if result.ok else ' MISMATCH'}, load {result.run.load:.1f}", flush=True)
-    return results, idle
+        for round_ in range(args.repeat):
+            for variant in chosen:
+                result, nothing = bench.send(site, variant, then_idle=variant.store not in first)
+                first.add(variant.store)
+                composes.append(compose_cpu_ms(args.compose_subscribers)[0])
+                result = replace(result, compose_ms=(composes[-2] + composes[-1]) / 2, round=round_)
+                results.append(result)
+                idle += [nothing] if nothing else []
+                print(f"  {n:,} {variant.key}, round {round_ + 1}: {result.sent:,} sent in {result.run.wall:.1f} s "
+                      f"({result.rate:.1f}/s, {result.cpu_ms:.2f} CPU ms/digest, {result.run.peak_rss_mib:.0f} MiB), "
+                      f"sink {result.received:,}{'' if result.ok else ' MISMATCH'}, load {result.run.load:.1f}; "
+                      f"compose {result.compose_ms:.3f} CPU ms/digest around it", flush=True)
+    return results, idle, composes
 
 
 def stop_on_sigterm() -> None:
@@ -352,13 +362,10 @@ def main() -> None:
               f"{compose_ms:.3f} CPU ms/digest, {compose_rate:.0f} digests/s; the same over the end-to-end "
               f"workload ({count:,} of its subscribers): {workload_ms:.3f} CPU ms/digest, {workload_rate:.0f} "
               f"digests/s; digest --help {help_median:.2f} s", flush=True)
-        results, idle = run_sizes(bench, args, chosen)
-        # the compose baseline again after the runs: this shared machine's speed drifts over a long run, and
-        # the ratio is taken against the mean of the two (both printed)
-        after_ms, _ = compose_cpu_ms(args.compose_subscribers)
-        print(f"compose again after the runs: {after_ms:.3f} CPU ms/digest (before: {compose_ms:.3f}); the ratios "
-              f"use the mean, {(compose_ms + after_ms) / 2:.3f}", flush=True)
-        compose_ms = (compose_ms + after_ms) / 2
+        results, idle, composes = run_sizes(bench, args, chosen, compose_ms)
+        compose_ms = statistics.fmean(composes)
+        print(f"compose: {len(composes)} measurements, {min(composes):.3f}–{max(composes):.3f} CPU ms/digest "
+              f"(mean {compose_ms:.3f}); each run's ratio is against those just before and after it", flush=True)
         profiled = None if args.no_profile else profile_run(bench, args)
     finally:
         if bench.postgres:

@@ -3,11 +3,14 @@
 Issue 16's targets are checked here too, each against the figure it names, so that a run says
 plainly which are met. Figures at 1,000,000 subscribers come from the slope between the two
 largest sizes measured (the fixed costs of a run, imports and the pool, do not scale with N).
+With several rounds (`--repeat`), every run is listed, and each figure is the median over the
+rounds: a ratio of each run to its own compose baseline, or of the two runs of one round.
 """
 
 from __future__ import annotations
 
 import re
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +45,8 @@ class Result:
     received: int  # messages the sink counted
     store_bytes: int
     server_cpu: float = 0.0  # seconds of the database server's CPU (PostgreSQL) during the run
+    compose_ms: float = 0.0  # the compose baseline around this run (the measurements just before and after it)
+    round: int = 0  # which round of --repeat
 
     @property
     def ok(self) -> bool:
@@ -64,7 +69,7 @@ class Result:
 class Baselines:
     """Measured in the same run as the sends: compose alone (two workloads) and `digest --help`."""
 
-    compose_ms: float  # bench/render.py: its subscribers over the seed pages
+    compose_ms: float  # bench/render.py: its subscribers over the seed pages (the mean of every measurement)
     workload_ms: float  # the same function over the end-to-end site's papers and subscribers
     help_seconds: float
 
@@ -76,6 +81,37 @@ class Profiled:
     stats: Path
     sent: int
     subscribers: int
+
+
+def typical(results: list[Result]) -> list[Result]:
+    """One run per (size, variant): the median by rate over the rounds (the lower one of an even count)."""
+    groups: dict[tuple[int, Variant], list[Result]] = {}
+    for r in results:
+        groups.setdefault((r.subscribers, r.variant), []).append(r)
+    return [sorted(runs, key=lambda r: r.rate)[(len(runs) - 1) // 2] for runs in groups.values()]
+
+
+def median_ratio(values: list[float]) -> tuple[float, str]:
+    """The median of per-round ratios, and their range when there are several."""
+    middle = statistics.median(values)
+    return middle, (f" (median of {len(values)}: {min(values):.2f}–{max(values):.2f})" if len(values) > 1 else "")
+
+
+def compose_ratios(results: list[Result], n: int, store: str) -> list[float]:
+    """Each one-worker, DKIM-off run's CPU per digest over its own compose baseline."""
+    return [r.cpu_ms / r.compose_ms for r in results
+            if r.subscribers == n and r.variant == Variant(store, False, 1) and r.compose_ms]
+
+
+def worker_gains(results: list[Result], n: int, two: Variant) -> list[float]:
+    """Two workers' rate over one worker's, for each round that ran both."""
+    one = Variant(two.store, two.dkim, 1)
+
+    def rate(v: Variant, k: int) -> list[float]:
+        return [r.rate for r in results if r.subscribers == n and r.variant == v and r.round == k]
+
+    rounds = sorted({r.round for r in results if r.subscribers == n})
+    return [rate(two, k)[0] / rate(one, k)[0] for k in rounds if rate(two, k) and rate(one, k)]
 
 
 def mib(n: float) -> float:
@@ -98,15 +134,16 @@ def extrapolate(points: list[tuple[int, float]], target: int = MILLION) -> tuple
 
 
 def print_results(results: list[Result]) -> None:
-    print("\n| N | store | DKIM | workers | sent | skipped | wall s | digests/s | CPU ms/digest | DB server CPU "
-          "ms/digest | peak RSS MiB | store MiB | sink | load |")
-    print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+    print("\n| N | store | DKIM | workers | round | sent | skipped | wall s | digests/s | CPU ms/digest "
+          "| DB server CPU ms/digest | compose CPU ms/digest | peak RSS MiB | store MiB | sink | load |")
+    print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
     for r in results:
         v = r.variant
         check = "ok" if r.ok else f"MISMATCH: {r.received} received, exit {r.run.code}"
-        print(f"| {r.subscribers:,} | {v.store} | {'on' if v.dkim else 'off'} | {v.workers} | {r.sent:,} | "
-              f"{r.skipped:,} | {r.run.wall:.1f} | {r.rate:.1f} | {r.cpu_ms:.2f} | {r.server_cpu_ms:.2f} | "
-              f"{r.run.peak_rss_mib:.0f} | {mib(r.store_bytes):.1f} | {check} | {r.run.load:.1f} |")
+        print(f"| {r.subscribers:,} | {v.store} | {'on' if v.dkim else 'off'} | {v.workers} | {r.round + 1} | "
+              f"{r.sent:,} | {r.skipped:,} | {r.run.wall:.1f} | {r.rate:.1f} | {r.cpu_ms:.2f} | "
+              f"{r.server_cpu_ms:.2f} | {r.compose_ms:.3f} | {r.run.peak_rss_mib:.0f} | {mib(r.store_bytes):.1f} | "
+              f"{check} | {r.run.load:.1f} |")
 
 
 def print_stages(seconds: dict[str, float], sent: int, unprofiled_ms: float | None) -> list[str]:
@@ -133,7 +170,9 @@ def print_hottest(profile: Path, sent: int, root: Path) -> None:
 
 
 def figures(results: list[Result], idle: list[Result], base: Baselines) -> list[str]:
-    """The `name: value` lines, with the 1,000,000 extrapolations and the ratios the targets name."""
+    """The `name: value` lines (the median round's run of each variant), with the 1,000,000 extrapolations and
+    the ratios the targets name."""
+    every, results = results, typical(results)
     lines = []
     for r in results:
         k = f"e2e_{r.subscribers}_{r.variant.key}"
@@ -154,23 +193,25 @@ def figures(results: list[Result], idle: list[Result], base: Baselines) -> list[
     for store in dict.fromkeys(r.variant.store for r in idle):
         secs, how = extrapolate([(r.subscribers, r.run.wall) for r in idle if r.variant.store == store])
         lines.append(f"nothing_due_1000000_{store}_seconds: {secs:.0f} ({how})")
-    return lines + ratios(results, base) + [
+    return lines + ratios(every, base) + [
         f"compose_cpu_ms_per_digest: {base.compose_ms:.3f}",
         f"compose_same_workload_cpu_ms_per_digest: {base.workload_ms:.3f}",
         f"help_seconds: {base.help_seconds:.2f}"]
 
 
 def ratios(results: list[Result], base: Baselines) -> list[str]:
-    """End to end against compose (also against compose of the same workload), and 2 workers against 1."""
+    """End to end against compose (each run against its own baseline; also against compose of the same
+    workload), and 2 workers against 1 (each round's pair): medians over the rounds."""
     lines = []
-    by = {(r.subscribers, r.variant): r for r in results}
-    for (n, v), r in by.items():
+    for n, v in dict.fromkeys((r.subscribers, r.variant) for r in results):
         if not v.dkim and v.workers == 1:
-            lines += [f"e2e_to_compose_cpu_{n}_{v.store}: {r.cpu_ms / base.compose_ms:.1f}",
-                      f"e2e_to_compose_same_workload_cpu_{n}_{v.store}: {r.cpu_ms / base.workload_ms:.1f}"]
-        one = by.get((n, Variant(v.store, v.dkim, 1)))
-        if v.workers == 2 and one:
-            lines.append(f"workers_2_vs_1_{n}_{v.store}_dkim_{'on' if v.dkim else 'off'}: {r.rate / one.rate:.2f}")
+            ratio, _ = median_ratio(compose_ratios(results, n, v.store))
+            cpu = statistics.median(r.cpu_ms for r in results if r.subscribers == n and r.variant == v)
+            lines += [f"e2e_to_compose_cpu_{n}_{v.store}: {ratio:.2f}",
+                      f"e2e_to_compose_same_workload_cpu_{n}_{v.store}: {cpu / base.workload_ms:.2f}"]
+        gains = worker_gains(results, n, v) if v.workers == 2 else []
+        if gains:
+            lines.append(f"workers_2_vs_1_{n}_{v.store}_dkim_{'on' if v.dkim else 'off'}: {median_ratio(gains)[0]:.2f}")
     return lines
 
 
@@ -206,7 +247,8 @@ def _flat_memory(results: list[Result], top: dict[Variant, Result], n: int) -> l
 
 
 def targets(results: list[Result], idle: list[Result], base: Baselines) -> list[str]:
-    """Issue 16's targets at the largest size measured, each with the figure it is judged on."""
+    """Issue 16's targets at the largest size measured, each with the figure it is judged on (medians over rounds)."""
+    every, results = results, typical(results)
     n = max(r.subscribers for r in results)
     top = {r.variant: r for r in results if r.subscribers == n}
     most = max(v.workers for v in top)
@@ -217,14 +259,16 @@ def targets(results: list[Result], idle: list[Result], base: Baselines) -> list[
             lines.append(f"{rate:.0f} digests/s, DKIM {'on' if dkim else 'off'}, {most} worker(s), {v.store}, "
                          f"{n:,}: target ≥ {wanted} ({_verdict(rate >= wanted)})")
     lines += _cpu_budget(top, n)
-    for v, r in top.items():
-        if not v.dkim and v.workers == 1:
-            ratio = r.cpu_ms / base.compose_ms
-            lines.append(f"end-to-end CPU / compose CPU {ratio:.1f}x ({v.store}): target ≤ 2 ({_verdict(ratio <= 2)})")
-        one = top.get(Variant(v.store, v.dkim, 1))
-        if v.workers == 2 and one:
-            gain = r.rate / one.rate
-            lines.append(f"2 workers / 1 worker {gain:.2f}x ({v.key}): target ≥ 1.7 ({_verdict(gain >= 1.7)})")
+    for v in top:
+        found = compose_ratios(every, n, v.store) if not v.dkim and v.workers == 1 else []
+        if found:
+            ratio, spread = median_ratio(found)
+            lines.append(f"end-to-end CPU / compose CPU {ratio:.2f}x{spread} ({v.store}): target ≤ 2 "
+                         f"({_verdict(ratio <= 2)})")
+        gains = worker_gains(every, n, v) if v.workers == 2 else []
+        if gains:
+            gain, spread = median_ratio(gains)
+            lines.append(f"2 workers / 1 worker {gain:.2f}x{spread} ({v.key}): target ≥ 1.7 ({_verdict(gain >= 1.7)})")
     lines += _flat_memory(results, top, n)
     peak = max(r.run.peak_rss_mib for r in results)
     lines.append(f"largest process peak RSS {peak:.0f} MiB: target < {RSS_LIMIT_MIB} "
