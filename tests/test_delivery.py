@@ -144,3 +144,24 @@ def test_unreachable_server_defers_everything_and_loses_nothing(smtp_app):
     with smtp_server(server) as port:
         again = smtp_app(port, ingest=False).send(DAY)
     assert again.count("sent") == 4 and server.per_recipient() == {address: 1 for address in DUE}
+
+
+def test_a_message_that_cannot_be_signed_fails_alone(smtp_app, monkeypatch):
+    """Serialising or signing one message raises: that digest fails with the reason, every other one is sent."""
+    server = Recorder()
+    with smtp_server(server) as port:
+        app = smtp_app(port)
+        wire = app.wire
+
+        def wire_or_fail(message):
+            if message["To"].addresses[0].addr_spec == "grace@example.org":
+                raise ValueError("the signing key went away")
+            return wire(message)
+
+        monkeypatch.setattr(app, "wire", wire_or_fail)
+        report = app.send(DAY)
+    by = {o.subscriber: o for o in report.outcomes}
+    assert server.per_recipient() == {address: 1 for address in DUE - {"grace@example.org"}}
+    assert by["grace@example.org"].status == "failed" and "the signing key went away" in by["grace@example.org"].reason
+    assert app.store.delivery("grace@example.org", DAY).status == "failed"
+    assert report.count("sent") == 3 and not report.ok
