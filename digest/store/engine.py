@@ -9,6 +9,7 @@ begin as ordinary deferred transactions and never block a writer (WAL).
 from __future__ import annotations
 
 import sqlite3
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -130,17 +131,10 @@ class Base:
 
 def database_errors() -> tuple[type[BaseException], ...]:
     """What a failing database raises: SQLAlchemy's errors, and the drivers' own (the send log's hot path
-    talks to the driver directly)."""
-    import sqlite3
-
-    found: list[type[BaseException]] = [sa.exc.SQLAlchemyError, sqlite3.Error]
-    try:
-        import psycopg
-    except ImportError:
-        pass
-    else:
-        found.append(psycopg.Error)
-    return tuple(found)
+    talks to the driver directly). PostgreSQL's only once its driver is loaded: until then none of them can
+    be raised, and an SQLite run need not spend the import."""
+    psycopg = sys.modules.get("psycopg")
+    return (sa.exc.SQLAlchemyError, sqlite3.Error) + ((psycopg.Error,) if psycopg is not None else ())
 
 
 _HINTS = (
