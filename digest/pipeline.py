@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import date, timedelta
@@ -24,7 +25,7 @@ from .models import Digest, Links, Paper, RecordError, Subscriber
 from .render import Renderer
 from .schedule import Slot
 from .select import CorpusStats, Pool, Ranked, SelectSettings, Signals, rank, select_digest, select_many
-from .select.corpus import background
+from .select.corpus import Fields, background
 from .select.dense import DenseEmbedder
 from .select.learn import with_models
 from .select.pool import interest_text
@@ -42,6 +43,7 @@ from .tokens import Signer
 log = logging.getLogger("digest")
 SELECT_KEYS = [f.name for f in fields(SelectSettings)]
 QUIET_DAY_PAPERS = 3
+POOLS_CACHED = 4  # analysed pools kept in the store's cache (a day's sends, previews and workers share one)
 
 
 @dataclass
@@ -167,9 +169,28 @@ class App:
 
     def pool(self, day: date, papers: Sequence[Paper] | None = None) -> Pool:
         """The day's candidates (or the given papers) analysed once for every subscriber."""
+        fields = None
         if papers is None:
             papers = self.store.candidates(day, self.config.select.window_days)
-        return Pool(papers, self.corpus(), embedder=self.embedder, dense=self.dense)
+            fields = self.pool_fields(papers)
+        return Pool(papers, self.corpus(), embedder=self.embedder, dense=self.dense, fields=fields)
+
+    def pool_fields(self, papers: Sequence[Paper]) -> Fields | None:
+        """The term counts of a day's candidates: analysed by the day's first send, preview or worker and kept in
+        the store's cache for the others (tokenising 1,000 papers takes 0.3 s). None for no papers."""
+        if not papers:
+            return None
+        key = Fields.cache_key(papers)
+        saved = self.store.get_cache(key)
+        if saved is not None:
+            try:
+                return Fields.from_bytes(saved)
+            except (ValueError, KeyError, OSError, zipfile.BadZipFile) as exc:  # analysed again, and kept again
+                log.warning("the cached analysis of the day's papers could not be read (%s); analysing them again",
+                            exc)
+        fields = Fields.of(papers)
+        self.store.put_cache(key, fields.to_bytes(), evict=(Fields.CACHE_PREFIX, POOLS_CACHED))
+        return fields
 
     @cached_property
     def ages(self) -> dating.Ages:

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import email
 import json
+import logging
 import socket
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from email import policy
 from pathlib import Path
+
+import pytest
 
 from digest.claims import Owner
 from digest.pipeline import App
@@ -183,3 +187,47 @@ def test_a_warmed_pool_composes_without_building_an_index_or_embedding_a_paper(m
                 outcomes = list(app.composer(pool)(subscribers, DAY))
                 assert all(isinstance(o, AssertionError) for o in outcomes)
         app.close()
+
+
+def test_a_days_papers_are_analysed_once_and_read_back_by_every_later_run(make_config, monkeypatch, caplog):
+    """The day's first pool tokenises its papers and keeps the counts in the store's cache; a later run (another
+    App on the same store) reads the same matrices back without tokenising. A changed paper makes a new entry, a
+    damaged entry is analysed again, and only the newest POOLS_CACHED analyses stay."""
+    import sqlalchemy as sa
+
+    import digest.select.corpus as corpus
+    from digest.pipeline import POOLS_CACHED
+    from digest.store.tables import cache
+
+    def same(a: corpus.Fields, b: corpus.Fields) -> bool:
+        return all(x.shape == y.shape and (x != y).nnz == 0 for x, y in ((a.title, b.title), (a.abstract, b.abstract)))
+
+    first = App(make_config())
+    first.ingest([SEEDS], seen_on=DAY)
+    papers = first.store.candidates(DAY, first.config.select.window_days)
+    analysed = first.pool(DAY).fields
+    assert same(analysed, corpus.Fields.of(papers))
+    first.close()
+
+    later = App(make_config())
+    with monkeypatch.context() as patch:
+        patch.setattr(corpus, "count_matrix", lambda *_: pytest.fail("tokenised again"))
+        assert same(later.pool(DAY).fields, analysed)
+
+    changed = [replace(papers[0], abstract=papers[0].abstract + " Quantum annealing on photonic chips.")] + papers[1:]
+    fresh = later.pool_fields(changed)
+    assert same(fresh, corpus.Fields.of(changed)) and not same(fresh, analysed)
+
+    later.store.put_cache(corpus.Fields.cache_key(papers), b"not an analysis")
+    with caplog.at_level(logging.WARNING, logger="digest"):
+        assert same(later.pool_fields(papers), analysed)
+    assert "analysing them again" in caplog.text
+    assert same(later.pool(DAY).fields, analysed)  # ... and kept again
+
+    for n in range(1, POOLS_CACHED + 2):
+        later.pool_fields(papers[:n])
+    query = sa.select(cache.c.key).where(cache.c.key.startswith(corpus.Fields.CACHE_PREFIX))
+    with later.store.engine.connect() as conn:
+        kept = set(conn.execute(query).scalars())
+    assert kept == {corpus.Fields.cache_key(papers[:n]) for n in range(2, POOLS_CACHED + 2)}
+    later.close()

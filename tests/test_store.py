@@ -311,3 +311,19 @@ def test_slots_select_exactly_their_subscribers_whatever_their_number(store_url)
     emails, total = store.emails_in_slots([s for s in slots if s not in due], limit=5)
     assert total == len(people) - len(expected) and len(emails) == 5
     store.close()
+
+
+def test_a_cache_entry_evicts_all_but_the_newest_of_its_kind(store_url):
+    """`put_cache(..., evict=(prefix, n))` keeps the n newest entries under the prefix (a `%` or `_` in it is
+    literal) and never touches other keys."""
+    store = Store(store_url)
+    store.put_cache("stats", b"s")
+    store.put_cache("pools_x", b"other kind")  # `_` would match any character in an unescaped LIKE
+    for n in range(5):
+        store.put_cache(f"pools/{n}", bytes([n]), evict=("pools/", 3))
+    store.put_cache("pools/1", b"again", evict=("pools/", 3))  # rewritten: the newest now
+    assert [store.get_cache(f"pools/{n}") for n in range(5)] == [None, b"again", None, b"\x03", b"\x04"]
+    assert (store.get_cache("stats"), store.get_cache("pools_x")) == (b"s", b"other kind")
+    store.put_cache("pools_", b"p", evict=("pools_", 1))
+    assert (store.get_cache("pools_"), store.get_cache("pools_x"), store.get_cache("pools/4")) == (b"p", None, b"\x04")
+    store.close()

@@ -15,6 +15,7 @@ half the background, and a store of ten times K takes over.
 
 from __future__ import annotations
 
+import hashlib
 import io
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -47,6 +48,33 @@ class Fields:
     @classmethod
     def of_texts(cls, pairs: Sequence[tuple[str, str]]) -> Fields:
         return cls(count_matrix(t for t, _ in pairs), count_matrix(a for _, a in pairs))
+
+    CACHE_PREFIX = f"pool-fields/{ANALYZER_VERSION}/{N_FEATURES}/"
+
+    @classmethod
+    def cache_key(cls, papers: Sequence[Paper]) -> str:
+        """The store cache key of these papers' counts: their texts' digest, so a changed paper is a new key."""
+        digest = hashlib.blake2b(digest_size=16)
+        for p in papers:
+            digest.update(p.title.encode("utf-8", "surrogatepass") + b"\x00" +
+                          p.abstract.encode("utf-8", "surrogatepass") + b"\x01")
+        return f"{cls.CACHE_PREFIX}{len(papers)}/{digest.hexdigest()}"
+
+    def to_bytes(self) -> bytes:
+        """The counts as the store's cache keeps them (`from_bytes` reads them back, the same matrices)."""
+        buf = io.BytesIO()
+        parts = {f"{name}_{part}": getattr(getattr(self, name), part)
+                 for name in ("title", "abstract") for part in ("indptr", "indices", "data")}
+        np.savez(buf, **parts)
+        return buf.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Fields:
+        with np.load(io.BytesIO(data)) as saved:
+            title, abstract = ((saved[f"{name}_data"], saved[f"{name}_indices"], saved[f"{name}_indptr"])
+                               for name in ("title", "abstract"))
+        rows = len(title[2]) - 1
+        return cls(sp.csr_matrix(title, shape=(rows, N_FEATURES)), sp.csr_matrix(abstract, shape=(rows, N_FEATURES)))
 
     def __len__(self) -> int:
         return int(self.title.shape[0])

@@ -182,11 +182,12 @@ class Pool:
 
     def __init__(self, papers: Sequence[Paper], corpus: CorpusStats | None = None, *,
                  embedder: Embedder | None = None, background: bool | CorpusStats = True,
-                 dense: Embedder | None = None) -> None:
+                 dense: Embedder | None = None, fields: Fields | None = None) -> None:
         """`corpus`: the store's term statistics; `background`: blend in the shipped ones (or these), or not;
-        `embedder`: sentence embeddings (the semantic extra); `dense`: the built-in static embeddings."""
+        `embedder`: sentence embeddings (the semantic extra); `dense`: the built-in static embeddings;
+        `fields`: the papers' term counts when already analysed (`Fields.of(papers)`)."""
         self.papers = list(papers)
-        self.fields = Fields.of(self.papers)
+        self.fields = fields if fields is not None else Fields.of(self.papers)
         shipped = _background() if background is True else background or None
         self.corpus = _with_pool(corpus, self.papers, self.fields).blended(shipped)
         self.index_by_id = {p.store_id: i for i, p in enumerate(self.papers) if p.store_id is not None}

@@ -92,10 +92,18 @@ class FeedbackStore(Base):
             value = conn.execute(sa.select(cache.c.value).where(cache.c.key == key)).scalar()
         return bytes(value) if value is not None else None
 
-    def put_cache(self, key: str, value: bytes) -> None:
+    def put_cache(self, key: str, value: bytes, *, evict: tuple[str, int] | None = None) -> None:
+        """Keep `value` under `key`. `evict` (prefix, n): of the entries whose keys start with prefix, only the n
+        newest stay, this one included."""
         with self.write() as conn:
             conn.execute(cache.delete().where(cache.c.key == key))
             conn.execute(cache.insert().values(key=key, value=value, updated_at=_now()))
+            if evict is not None:
+                prefix, kept = evict
+                newest = (sa.select(cache.c.key).where(cache.c.key.startswith(prefix, autoescape=True))
+                          .order_by(cache.c.updated_at.desc(), cache.c.key).limit(kept))
+                conn.execute(cache.delete().where(cache.c.key.startswith(prefix, autoescape=True),
+                                                  cache.c.key.not_in(newest.scalar_subquery())))
 
     def embeddings(self, keys: Sequence[str], model: str) -> dict[str, np.ndarray]:
         """Stored embeddings of the papers with these keys, for one model."""
