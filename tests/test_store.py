@@ -327,3 +327,32 @@ def test_a_cache_entry_evicts_all_but_the_newest_of_its_kind(store_url):
     store.put_cache("pools_", b"p", evict=("pools_", 1))
     assert (store.get_cache("pools_"), store.get_cache("pools_x"), store.get_cache("pools/4")) == (b"p", None, b"\x04")
     store.close()
+
+
+def test_reading_known_papers_again_takes_a_few_statements_and_merges_as_one_by_one(store_url):
+    """A cron run re-reads its sources: 600 papers the store knows cost a handful of statements, not two per
+    paper, and what changed (an abstract filled in, upvotes that grew, a new day's count) is merged all the same."""
+    from digest.models import Paper
+
+    store = Store(store_url)
+    day = date(2026, 6, 12)
+    first = [Paper(title=f"Paper {i}", abstract="" if i % 2 else "known", arxiv_id=f"2606.{i:05}", upvotes=i)
+             for i in range(600)]
+    assert store.add_papers(first, seen_on=day).new == 600
+    statements: list[str] = []
+    sa.event.listen(store.engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+    again = store.add_papers(first, seen_on=day)
+    assert (again.new, again.updated, again.unchanged) == (0, 0, 600)
+    assert len(statements) <= 8, statements[:10]
+    statements.clear()
+    later = [Paper(title=f"Paper {i}", abstract="filled in", arxiv_id=f"2606.{i:05}", upvotes=i + (i < 3))
+             for i in range(4)]
+    again_0 = Paper(title="Paper 0", abstract="other", arxiv_id="2606.00000", upvotes=5)  # read back after a write
+    counts = store.add_papers(later + [again_0], seen_on=day + timedelta(days=1))
+    assert (counts.new, counts.updated, counts.unchanged) == (0, 4, 0)
+    stored = {p.arxiv_id: p for p in store.all_papers()}
+    assert [stored[f"2606.{i:05}"].abstract for i in range(4)] == ["known", "filled in", "known", "filled in"]
+    assert [u for _, u in store.upvote_history(stored["2606.00001"].store_id)] == [1, 2]
+    assert [u for _, u in store.upvote_history(stored["2606.00003"].store_id)] == [3, 3]
+    assert [u for _, u in store.upvote_history(stored["2606.00000"].store_id)] == [0, 5]
+    store.close()

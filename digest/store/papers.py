@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import fields, replace
 from datetime import date, timedelta
 from typing import Any
@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..models import MAX_ROW_ID, REPLACEMENT, Paper, normalise_title
+from .claims import CHUNK
 from .engine import Base
 from .records import IngestCounts
 from .tables import _from_row, _now, _to_json, papers, upvotes
@@ -61,15 +62,24 @@ class PaperStore(Base):
         changed: set[int] = set()
         with self.write() as conn:
             by_arxiv, by_title = self._index(conn)
-            for paper in dict.fromkeys(batch):  # the same sighting twice changes nothing the second time
-                row_id = (by_arxiv.get(paper.arxiv_id) if paper.arxiv_id else None) \
+            sightings = list(dict.fromkeys(batch))  # the same sighting twice changes nothing the second time
+
+            def known(paper: Paper) -> int | None:
+                return (by_arxiv.get(paper.arxiv_id) if paper.arxiv_id else None) \
                     or by_title.get(normalise_title(paper.title))
+
+            # what the store holds of the papers it knows, read in a few statements rather than one per paper
+            # (a cron run re-reads its sources every time: on PostgreSQL those were 2,000 round trips a run)
+            ids = sorted({i for i in map(known, sightings) if i is not None})
+            stored, observed = self._stored(conn, ids), self._observed(conn, ids)
+            for paper in sightings:
+                row_id = known(paper)
                 if row_id is None:
                     row_id = self._insert(conn, paper, seen_on)
                     inserted.add(row_id)
-                elif self._update(conn, row_id, paper):
+                elif self._update(conn, row_id, paper, stored.pop(row_id, None)):
                     changed.add(row_id)
-                if self._observe(conn, row_id, paper, seen_on):
+                if self._observe(conn, row_id, paper, seen_on, observed):
                     changed.add(row_id)
                 touched.add(row_id)
                 by_title[normalise_title(paper.title)] = row_id
@@ -93,8 +103,27 @@ class PaperStore(Base):
         result = conn.execute(papers.insert().values(first_seen=seen_on, **self._values(paper)))
         return int(result.inserted_primary_key[0])
 
-    def _update(self, conn: Connection, row_id: int, paper: Paper) -> bool:
-        old = _from_row(conn.execute(sa.select(papers).where(papers.c.id == row_id)).one())
+    @staticmethod
+    def _stored(conn: Connection, ids: Sequence[int]) -> dict[int, Paper]:
+        out = {}
+        for start in range(0, len(ids), CHUNK):
+            for row in conn.execute(sa.select(papers).where(papers.c.id.in_(ids[start:start + CHUNK]))):
+                out[row.id] = _from_row(row)
+        return out
+
+    @staticmethod
+    def _observed(conn: Connection, ids: Sequence[int]) -> dict[tuple[int, date], int]:
+        out = {}
+        for start in range(0, len(ids), CHUNK):
+            query = sa.select(upvotes).where(upvotes.c.paper_id.in_(ids[start:start + CHUNK]))
+            out.update({(r.paper_id, r.observed_on): r.upvotes for r in conn.execute(query)})
+        return out
+
+    def _update(self, conn: Connection, row_id: int, paper: Paper, old: Paper | None = None) -> bool:
+        """Merge a sighting into the stored paper (`old`: as read before; read here when not given, as for a
+        paper the same batch has already written)."""
+        if old is None:
+            old = _from_row(conn.execute(sa.select(papers).where(papers.c.id == row_id)).one())
         merged = _merge(old, paper)
         if merged == old:
             return False
@@ -102,19 +131,22 @@ class PaperStore(Base):
         return True
 
     @staticmethod
-    def _observe(conn: Connection, row_id: int, paper: Paper, seen_on: date) -> bool:
-        """Add the upvote count to the paper's history; True when the history changed."""
+    def _observe(conn: Connection, row_id: int, paper: Paper, seen_on: date,
+                 observed: dict[tuple[int, date], int]) -> bool:
+        """Add the upvote count to the paper's history (`observed`: the history as read before this batch, kept
+        up to date here); True when the history changed."""
         if paper.upvotes is None:
             return False
         day = paper.listed_on or seen_on
         key = (upvotes.c.paper_id == row_id) & (upvotes.c.observed_on == day)
-        old = conn.execute(sa.select(upvotes.c.upvotes).where(key)).scalar()
+        old = observed.get((row_id, day))
         if old is None:
             conn.execute(upvotes.insert().values(paper_id=row_id, observed_on=day, upvotes=paper.upvotes))
         elif paper.upvotes > old:
             conn.execute(upvotes.update().where(key).values(upvotes=paper.upvotes))
         else:
             return False
+        observed[(row_id, day)] = paper.upvotes
         return True
 
     def candidates(self, day: date, window_days: int) -> list[Paper]:
