@@ -356,3 +356,26 @@ def test_reading_known_papers_again_takes_a_few_statements_and_merges_as_one_by_
     assert [u for _, u in store.upvote_history(stored["2606.00003"].store_id)] == [3, 3]
     assert [u for _, u in store.upvote_history(stored["2606.00000"].store_id)] == [0, 5]
     store.close()
+
+
+def test_the_history_a_send_reads_comes_from_the_window_alone(tmp_path):
+    """A send reads the papers received within the selection window: on SQLite, from the covering index
+    (subscriber, date, paper), never by walking every paper a subscriber ever received (which made a send's
+    CPU grow with the days of history). And the papers returned are exactly the window's."""
+    from digest.models import Paper
+
+    store = Store(f"sqlite:///{tmp_path / 'digest.db'}")
+    store.add_papers([Paper(title=f"Paper {i}", abstract="x", arxiv_id=f"2606.{i:05}") for i in range(40)],
+                     seen_on=DAY - timedelta(days=40))
+    ids = sorted(p.store_id for p in store.all_papers())
+    for back in range(1, 21):  # twenty earlier digests of two papers each
+        store.mark_sent("ada@example.org", DAY - timedelta(days=back), ids[2 * back - 2:2 * back])
+    executed: list[tuple[str, object]] = []
+    sa.event.listen(store.engine, "before_cursor_execute", lambda _c, _k, q, p, *_: executed.append((q, p)))
+    window = store.received_by_subscriber(DAY, ["ada@example.org"], since=DAY - timedelta(days=7))
+    assert window == {"ada@example.org": set(ids[:14])}
+    [(sql, params)] = [(q, p) for q, p in executed if "FROM received" in q]
+    with store.engine.connect() as conn:
+        plan = " ".join(str(row[-1]) for row in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql, params))
+    assert "COVERING INDEX ix_received_by_date" in plan, plan
+    store.close()

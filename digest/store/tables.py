@@ -58,6 +58,8 @@ received = sa.Table(
     sa.Column("subscriber", sa.String, primary_key=True),
     sa.Column("paper_id", sa.Integer, sa.ForeignKey("papers.id"), primary_key=True),
     sa.Column("digest_date", sa.Date, nullable=False),
+    # a send reads the papers received within the selection window from this index alone (revision 0005)
+    sa.Index("ix_received_by_date", "subscriber", "digest_date", "paper_id"),
 )
 
 suppressions = sa.Table(
