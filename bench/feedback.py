@@ -123,15 +123,43 @@ def supervised(sample, category: str, pools: Sequence[list[Paper]], matrix):  # 
     return top10, positives
 
 
+def marks_reference(matrix, subscriber: Subscriber, category: str, marks, held_out: Sequence[Pool],  # type: ignore[no-untyped-def]
+                    settings: SelectSettings) -> list[float]:
+    """The like-for-like reference: the supervised reference's logistic regression (tf-idf, C=10, balanced)
+    trained each day on the papers marked so far (a mark is a true label: *more* exactly when the paper is
+    in the category), held-out P@10 per day; keywords alone until both kinds of mark exist."""
+    from sklearn.linear_model import LogisticRegression
+
+    keywords = float(np.mean([_p10([r.paper for r in rank(evaluation, subscriber, day=DAY, settings=settings,
+                                                          limit=10, parts=False)], category)
+                              for evaluation in held_out]))
+    out = []
+    for liked, disliked in marks:
+        if not (liked and disliked):
+            out.append(keywords)
+            continue
+        rows = [p.store_id - 1 for p in (*liked, *disliked)]
+        labels = np.array([1] * len(liked) + [0] * len(disliked))
+        model = LogisticRegression(C=10, class_weight="balanced", max_iter=1000).fit(matrix[rows], labels)
+        p10 = []
+        for evaluation in held_out:
+            score = model.decision_function(matrix[[p.store_id - 1 for p in evaluation.papers]])
+            p10.append(_p10([evaluation.papers[j] for j in np.argsort(-score, kind="stable")[:10]], category))
+        out.append(float(np.mean(p10)))
+    return out
+
+
 def _p10(top: Sequence[Paper], category: str) -> float:
     return sum(category in p.categories for p in top) / 10
 
 
 def simulate(pools: Sequence[list[Paper]], subscriber: Subscriber, category: str, corpus: CorpusStats,
              settings: SelectSettings, store: Sequence[Paper], rng: random.Random, *, learn: bool,
-             dense: object = None, held_out: Sequence[Pool] = ()) -> tuple[list[float], list[float]]:
+             dense: object = None, held_out: Sequence[Pool] = (),
+             marks: list[tuple[tuple[Paper, ...], tuple[Paper, ...]]] | None = None) -> tuple[list[float], list[float]]:
     """P@10 of each day for one simulated subscriber (learning from their marks, or not): on the day's pool,
-    and the mean over the held-out pools (ranked with the same model, never marked; empty without them)."""
+    and the mean over the held-out pools (ranked with the same model, never marked; empty without them).
+    `marks` gets, for each day, the papers marked more and less before it."""
     liked: list[Paper] = []
     disliked: list[Paper] = []
     blended = corpus.blended(background())
@@ -139,6 +167,8 @@ def simulate(pools: Sequence[list[Paper]], subscriber: Subscriber, category: str
     out: list[float] = []
     held: list[float] = []
     for pool in pools:
+        if marks is not None:
+            marks.append((tuple(liked), tuple(disliked)))
         model = None
         if learn and liked:
             rows = [features(group, blended, settings.title_weight, dense) if group else None  # type: ignore[arg-type]
@@ -190,6 +220,7 @@ def feedback_curve(sample, corpus: CorpusStats, settings: SelectSettings, per_ca
     trained_on: dict[str, list[int]] = {c: [] for c in categories}
     wider_on: dict[str, list[int]] = {c: [] for c in categories}
     reference_wide: list[float] = []
+    same_marks: list[list[float]] = []  # the like-for-like reference's held-out curve
     for category in categories:
         subscriber = Subscriber(email=f"{category}@example.org",
                                 interests=(Interest(category, tuple(PROFILES[category])),))
@@ -216,12 +247,16 @@ def feedback_curve(sample, corpus: CorpusStats, settings: SelectSettings, per_ca
                 held["supervised"].append([0.0] * DAYS)
             shared = [Pool(pool, corpus, dense=dense) for pool in evaluation]  # type: ignore[arg-type]
             clicks = random.Random(rng.random())
+            marks: list[tuple[tuple[Paper, ...], tuple[Paper, ...]]] = []
             for name, learn, stream in (("learned", True, random.Random(clicks.random())),
                                         ("keywords", False, random.Random(0))):
                 day, fixed_pools = simulate(pools, subscriber, category, corpus, settings, sample.papers, stream,
-                                            learn=learn, dense=dense, held_out=shared)
+                                            learn=learn, dense=dense, held_out=shared,
+                                            marks=marks if learn else None)
                 curves[name].append(day)
                 held[name].append(fixed_pools)
+            if matrix is not None and shared:
+                same_marks.append(marks_reference(matrix, subscriber, category, marks, shared, settings))
             print(f"  {category} #{n}: learned {np.round(curves['learned'][-1], 1).tolist()} "
                   f"held-out {np.round(held['learned'][-1], 2).tolist()} "
                   f"supervised {np.mean(curves['supervised'][-1]):.2f} / {held['supervised'][-1][0]:.2f}",
@@ -246,6 +281,15 @@ def feedback_curve(sample, corpus: CorpusStats, settings: SelectSettings, per_ca
               f"papers of the category: {', '.join(f'{c} {np.mean(v):.0f}' for c, v in wider_on.items())}): "
               f"P@10 {wide.mean():.3f} ±{_se(wide):.3f}; learned days 6-10 − it {np.mean(late - wide):+.3f} "
               f"±{_se(late - wide):.3f} (paired)")
+    if same_marks:
+        marks_curve, learned = np.array(same_marks), np.array(held["learned"])
+        print("held-out pools, the like-for-like reference (the same logistic regression trained each day on the "
+              "marks so far, the only labels the subscriber gave), P@10 per day: "
+              + ", ".join(f"{v:.3f}" for v in marks_curve.mean(axis=0)))
+        gap = learned[:, 5:].mean(axis=1) - marks_curve[:, 5:].mean(axis=1)
+        print(f"  days 6-10: it {marks_curve[:, 5:].mean():.3f}, learned {learned[:, 5:].mean():.3f}; learned − it "
+              f"{gap.mean():+.3f} ±{_se(gap):.3f} (paired)")
+    if reference_wide:
         for c in categories:
             rows = [n for n, v in enumerate(held["learned"]) if n // per_category == categories.index(c)]
             print(f"  {c}: learned days 6-10 {late[rows].mean():.3f}, keywords "
