@@ -4,11 +4,13 @@ Each simulated subscriber follows one category with its keyword profile. On each
 get the top 10 of a new pool (300 papers of the next listing days, topped up to 20 of the category
 as in the quality benchmark) and mark a random half of them: *more* when the paper is in the
 category, *less* when not. The next day's ranking learns from every mark so far, as a send run
-does (`learn.fit`: liked papers positive; disliked papers and 200 papers sampled from the store
-negative; blended with the keywords at clicks / (clicks + feedback_clicks)). Reported: P@10 per day,
-mean over subscribers with its standard error, beside the supervised reference on the same pools
-(logistic regression trained on the true labels of every paper outside the subscriber's ten
-pools) and keywords alone.
+does (`learn.fit`: liked papers positive; disliked papers and `learn.NEGATIVES` papers sampled from
+the store negative; blended with the keywords at clicks / (clicks + feedback_clicks)). Reported: P@10
+per day, mean over subscribers with its standard error, beside the supervised reference on the same
+pools (logistic regression trained on the true labels of every paper outside the subscriber's ten
+pools) and keywords alone. With the reference and held-out pools, also the like-for-like reference:
+the same logistic regression trained each day on the subscriber's marks so far (a mark is a true
+label), which sees exactly what the learned model sees.
 
 Held-out curve: the day's pool changes every day, so the day-to-day swings of that curve are mostly
 the pools' (the subscriber who never learns swings too). Each simulated subscriber therefore also
