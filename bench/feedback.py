@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import random
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import date
 
@@ -203,8 +203,14 @@ def _se(values: np.ndarray) -> float:
 
 
 def feedback_curve(sample, corpus: CorpusStats, settings: SelectSettings, per_category: int, seed: int,  # type: ignore[no-untyped-def]
-                   categories: Sequence[str], with_supervised: bool = True, held_out: int = HELD_OUT) -> None:
-    from ranking import PROFILES
+                   categories: Sequence[str], profiles: Mapping[str, Sequence[str]], with_supervised: bool = True,
+                   held_out: int = HELD_OUT) -> None:
+    """The curves for `per_category` simulated subscribers of each category, each following `profiles[category]`.
+
+    (The profiles are passed in: `from ranking import PROFILES` here would import a second copy of ranking.py
+    when it runs as the script, whose PROFILES never sees --profiles; until 2026-11-25 every --feedback run
+    used set B's profiles whatever --profiles said.)
+    """
     from sklearn.feature_extraction.text import TfidfVectorizer
 
     matrix = None
@@ -225,7 +231,7 @@ def feedback_curve(sample, corpus: CorpusStats, settings: SelectSettings, per_ca
     same_marks: list[list[float]] = []  # the like-for-like reference's held-out curve
     for category in categories:
         subscriber = Subscriber(email=f"{category}@example.org",
-                                interests=(Interest(category, tuple(PROFILES[category])),))
+                                interests=(Interest(category, tuple(profiles[category])),))
         for n in range(per_category):
             start = rng.randrange(days)
             evaluation: list[list[Paper]] = []

@@ -493,7 +493,7 @@ def main() -> None:
         from feedback import feedback_curve
 
         feedback_curve(sample, corpus, settings, args.subscribers or 4, args.seed, args.categories or MAIN,
-                       with_supervised=not args.no_supervised, held_out=args.held_out)
+                       SETS[args.profiles], with_supervised=not args.no_supervised, held_out=args.held_out)
         return
     rng = random.Random(args.seed)
     pools = {c: make_pools(sample, c, args.pools, args.pool_size, args.min_positives, rng) for c in PROFILES}
