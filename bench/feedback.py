@@ -125,16 +125,13 @@ def supervised(sample, category: str, pools: Sequence[list[Paper]], matrix):  # 
     return top10, positives
 
 
-def marks_reference(matrix, subscriber: Subscriber, category: str, marks, held_out: Sequence[Pool],  # type: ignore[no-untyped-def]
-                    settings: SelectSettings) -> list[float]:
+def marks_reference(matrix, category: str, marks, held_out: Sequence[Pool], keywords: float) -> list[float]:  # type: ignore[no-untyped-def]
     """The like-for-like reference: the supervised reference's logistic regression (tf-idf, C=10, balanced)
     trained each day on the papers marked so far (a mark is a true label: *more* exactly when the paper is
-    in the category), held-out P@10 per day; keywords alone until both kinds of mark exist."""
+    in the category), held-out P@10 per day; `keywords` (keywords alone's held-out P@10) until both kinds
+    of mark exist."""
     from sklearn.linear_model import LogisticRegression
 
-    keywords = float(np.mean([_p10([r.paper for r in rank(evaluation, subscriber, day=DAY, settings=settings,
-                                                          limit=10, parts=False)], category)
-                              for evaluation in held_out]))
     out = []
     for liked, disliked in marks:
         if not (liked and disliked):
@@ -264,7 +261,7 @@ def feedback_curve(sample, corpus: CorpusStats, settings: SelectSettings, per_ca
                 curves[name].append(day)
                 held[name].append(fixed_pools)
             if matrix is not None and shared:
-                same_marks.append(marks_reference(matrix, subscriber, category, marks, shared, settings))
+                same_marks.append(marks_reference(matrix, category, marks, shared, held["keywords"][-1][0]))
             print(f"  {category} #{n}: learned {np.round(curves['learned'][-1], 1).tolist()} "
                   f"held-out {np.round(held['learned'][-1], 2).tolist()} "
                   f"supervised {np.mean(curves['supervised'][-1]):.2f} / {held['supervised'][-1][0]:.2f}",
@@ -282,13 +279,6 @@ def feedback_curve(sample, corpus: CorpusStats, settings: SelectSettings, per_ca
         print("\nsupervised reference: papers of the category it was trained on (outside the subscriber's "
               f"{'day and held-out' if held_out else 'day'} pools), mean (min) per category: "
               + ", ".join(f"{c} {np.mean(v):.0f} ({min(v)})" for c, v in trained_on.items()))
-    if reference_wide:
-        wide = np.array(reference_wide)
-        late = np.array(held["learned"])[:, 5:].mean(axis=1)
-        print("held-out pools, supervised trained outside the held-out pools only (the day pools' labels count; "
-              f"papers of the category: {', '.join(f'{c} {np.mean(v):.0f}' for c, v in wider_on.items())}): "
-              f"P@10 {wide.mean():.3f} ±{_se(wide):.3f}; learned days 6-10 − it {np.mean(late - wide):+.3f} "
-              f"±{_se(late - wide):.3f} (paired)")
     if same_marks:
         marks_curve, learned = np.array(same_marks), np.array(held["learned"])
         print("held-out pools, the like-for-like reference (the same logistic regression trained each day on the "
@@ -298,6 +288,12 @@ def feedback_curve(sample, corpus: CorpusStats, settings: SelectSettings, per_ca
         print(f"  days 6-10: it {marks_curve[:, 5:].mean():.3f}, learned {learned[:, 5:].mean():.3f}; learned − it "
               f"{gap.mean():+.3f} ±{_se(gap):.3f} (paired)")
     if reference_wide:
+        wide = np.array(reference_wide)
+        late = np.array(held["learned"])[:, 5:].mean(axis=1)
+        print("held-out pools, supervised trained outside the held-out pools only (the day pools' labels count; "
+              f"papers of the category: {', '.join(f'{c} {np.mean(v):.0f}' for c, v in wider_on.items())}): "
+              f"P@10 {wide.mean():.3f} ±{_se(wide):.3f}; learned days 6-10 − it {np.mean(late - wide):+.3f} "
+              f"±{_se(late - wide):.3f} (paired)")
         for c in categories:
             rows = [n for n, v in enumerate(held["learned"]) if n // per_category == categories.index(c)]
             print(f"  {c}: learned days 6-10 {late[rows].mean():.3f}, keywords "

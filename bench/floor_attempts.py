@@ -117,7 +117,8 @@ def ndcg_p10(score: np.ndarray, labels: np.ndarray, k: int = 10) -> tuple[float,
     return float(np.mean(ndcg)), float(np.mean(p10))
 
 
-def evaluate(score: np.ndarray, data: dict[str, np.ndarray]) -> tuple[str, float]:
+def evaluate(score: np.ndarray, data: dict[str, np.ndarray]) -> tuple[str, float, float]:
+    """The table row's cells, the recall of the one threshold, and that threshold."""
     main = np.isin(data["category"], MAIN)
     s, y, cats = score[main], data["labels"][main], data["category"][main]
     total = int(y.sum())
@@ -127,7 +128,7 @@ def evaluate(score: np.ndarray, data: dict[str, np.ndarray]) -> tuple[str, float
     ndcg, p10 = ndcg_p10(s, y)
     row = (f"{hits / total:.3f} / {hits / max(passed, 1):.3f} | {per_cat[1] / total:.3f} / "
            f"{per_cat[1] / max(per_cat[0], 1):.3f} | {ndcg:.3f} | {p10:.3f}")
-    return row, float(threshold)
+    return row, hits / total, float(threshold)
 
 
 def per_category(score: np.ndarray, threshold: float, data: dict[str, np.ndarray]) -> str:
@@ -171,9 +172,8 @@ def main() -> None:
                       "oracle: each pool's true share": base + (np.log(share / (1 - share))
                                                                 - np.log(prior / (1 - prior)))[:, None]}
         for how, logit in logits.items():
-            row, threshold = evaluate(logit, report)
+            row, recall, threshold = evaluate(logit, report)
             print(f"| {label} | {how} | {row} |", flush=True)
-            recall = float(row.split(" / ")[0])
             if columns is None:
                 shipped_row = (logit, threshold)
             elif how.startswith("oracle"):
