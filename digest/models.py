@@ -106,14 +106,45 @@ class ParseResult:
 
 
 @dataclass(frozen=True)
+class LibraryEntry:
+    """One paper of a reader's library: what it is (title, ids) and what it is about (abstract)."""
+
+    title: str  # "" when the entry has none
+    abstract: str = ""
+    arxiv_id: str | None = None  # version-less (clean_arxiv_id)
+    doi: str | None = None  # lower-case, no https://doi.org/; arXiv's own DOI (10.48550/arXiv.ID) is the arxiv_id
+    authors: tuple[str, ...] = ()
+    added: date | None = None  # when it went into the library, where the export says
+    line: int = 0  # 1-based line where the entry starts in its file (0: not from a file)
+
+    @property
+    def ref(self) -> str:
+        """How the store is asked for it: arXiv id, else DOI, else title."""
+        return self.arxiv_id or (f"doi:{self.doi}" if self.doi else self.title)
+
+
+@dataclass(frozen=True)
 class Interest:
-    """One topic of a subscriber: keywords and phrases, a description in words, papers it is like."""
+    """One topic of a subscriber: keywords and phrases, a description in words, a library of papers it is like,
+    authors to follow."""
 
     name: str
     keywords: tuple[str, ...] = ()
     weight: float = 1.0
     description: str = ""
-    seed_papers: tuple[str, ...] = ()  # arXiv ids or titles
+    seed_papers: tuple[str, ...] = ()  # arXiv ids or titles (a small library written in the profile)
+    authors: tuple[str, ...] = ()  # a paper by one of them is always shown
+    library: tuple[LibraryEntry, ...] = ()  # a reader's own papers (read from `library_source`)
+    library_source: str = ""  # the file the library came from ("" without one)
+    library_key: str = ""  # the library's digest: what the store keeps its entries and profile under
+
+    @property
+    def has_text(self) -> bool:
+        return bool(self.keywords or self.description)
+
+    @property
+    def has_library(self) -> bool:
+        return bool(self.seed_papers or self.library_key)
 
 
 @dataclass(frozen=True)
