@@ -1,10 +1,12 @@
 """A subscriber's data on request: `digest subscribers export-data` and `digest subscribers forget`.
 
-Export gives everything the store holds about one address as JSON. Forget erases it (profile,
-preferences, feedback, received papers; the send log's and bounce reports' rows kept under a hash)
-and keeps the address only as that hash on the suppression list, which every send, sync, import
-and link checks, so the address is never mailed again. A profile file is the operator's, not the
-store's: forget cannot delete it, so it says so, and every run refuses that file until it is gone.
+Export gives everything the store holds about one address as JSON, each interest with the authors it
+follows and its library's entries. Forget erases it (profile, preferences, feedback, learned model,
+received papers, the libraries no other profile names; the send log's and bounce reports' rows kept
+under a hash) and keeps the address only as that hash on the suppression list, which every send,
+sync, import and link checks, so the address is never mailed again. A profile file is the
+operator's, not the store's: forget cannot delete it, so it says so, and every run refuses that file
+until it is gone.
 """
 
 from __future__ import annotations

@@ -1,15 +1,17 @@
-"""Subscribers' feedback, the selector's paper lookups, and its caches: term statistics and embeddings."""
+"""Subscribers' feedback, the selector's paper lookups, its caches (term statistics, embeddings), readers' libraries."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Sequence
+from datetime import date
 
 import numpy as np
 import sqlalchemy as sa
 
-from ..models import MAX_ROW_ID, Paper, clean_arxiv_id, normalise_title
+from ..models import MAX_ROW_ID, LibraryEntry, Paper, clean_arxiv_id, normalise_title
 from .engine import Base
-from .tables import _from_row, _now, cache, embeddings, feedback, papers
+from .tables import _from_row, _now, cache, embeddings, feedback, libraries, papers
 
 
 class FeedbackStore(Base):
@@ -92,6 +94,15 @@ class FeedbackStore(Base):
             value = conn.execute(sa.select(cache.c.value).where(cache.c.key == key)).scalar()
         return bytes(value) if value is not None else None
 
+    def get_caches(self, keys: Sequence[str]) -> dict[str, bytes]:
+        """The cached values of these keys (a few queries for many keys); missing keys are left out."""
+        out: dict[str, bytes] = {}
+        with self.engine.connect() as conn:
+            for start in range(0, len(keys), 500):  # stay below SQLite's bound-parameter limit
+                query = sa.select(cache.c.key, cache.c.value).where(cache.c.key.in_(keys[start:start + 500]))
+                out.update((row.key, bytes(row.value)) for row in conn.execute(query))
+        return out
+
     def put_cache(self, key: str, value: bytes, *, evict: tuple[str, int] | None = None) -> None:
         """Keep `value` under `key`. `evict` (prefix, n): of the entries whose keys start with prefix, only the n
         newest stay, this one included."""
@@ -123,3 +134,20 @@ class FeedbackStore(Base):
             conn.execute(embeddings.insert(), [
                 {"paper_key": key, "model": model, "vector": np.asarray(v, dtype="<f4").tobytes()}
                 for key, v in vectors.items()])
+
+    def put_library(self, key: str, entries: Sequence[LibraryEntry]) -> None:
+        """Keep a library's entries under its digest (`libraries.digest_of`); kept once, whoever shares it."""
+        from .roster import put_libraries
+
+        with self.write() as conn:
+            put_libraries(conn, {key: entries})
+
+    def library_entries(self, key: str) -> tuple[LibraryEntry, ...]:
+        """A stored library's entries (none for an unknown digest)."""
+        with self.engine.connect() as conn:
+            text = conn.execute(sa.select(libraries.c.entries).where(libraries.c.key == key)).scalar()
+        if text is None:
+            return ()
+        return tuple(LibraryEntry(r["title"], r["abstract"], r["arxiv_id"], r["doi"], tuple(r["authors"]),
+                                  date.fromisoformat(r["added"]) if r["added"] else None, r["line"])
+                     for r in json.loads(text))

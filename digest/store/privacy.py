@@ -3,17 +3,21 @@
 Erasing keeps one thing: the address as a hash (`forgotten_key`) on the suppression list, so that
 it is never mailed again, whichever way it comes back (a profile file, an import, a signup); every
 check of the suppression list looks for the hash too.
+
+A reader's library is stored once for every subscriber whose library has the same digest: an export
+gives its entries with the profile, and erasing deletes it unless another profile still names it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import date, datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 
 from .engine import Base
 from .tables import (
@@ -23,6 +27,7 @@ from .tables import (
     consents,
     deliveries,
     feedback,
+    libraries,
     papers,
     preferences,
     profile_files,
@@ -55,6 +60,38 @@ def _plain(value: Any) -> Any:
 
 def _rows(result: Any) -> list[dict[str, Any]]:
     return [{k: _plain(v) for k, v in row._mapping.items()} for row in result]
+
+
+def _library_keys(profile: dict[str, Any]) -> set[str]:
+    """The digests of the libraries a stored profile's interests name."""
+    return {i["library_key"] for i in profile["interests"] if i.get("library_key")}
+
+
+def _exported(conn: Connection, text: str | None) -> dict[str, Any] | None:
+    """A stored profile as exported: each interest with the authors it follows and its library's entries."""
+    if text is None:
+        return None
+    profile = json.loads(text)
+    query = sa.select(libraries.c.key, libraries.c.entries).where(libraries.c.key.in_(sorted(_library_keys(profile))))
+    stored = {r.key: r.entries for r in conn.execute(query)}
+    for interest in profile["interests"]:
+        interest.setdefault("authors", [])
+        if interest.get("library_key"):  # entries as stored: title, abstract, arxiv_id, doi, authors, added, line
+            interest["library"] = json.loads(stored.get(interest["library_key"], "[]"))
+    return profile
+
+
+def _drop_unshared(conn: Connection, keys: Iterable[str]) -> int:
+    """Delete these libraries but those a remaining profile (a subscriber's of any source, a signup's) names."""
+    dropped = 0
+    for key in sorted(keys):
+        # A digest is 40 hex digits: one that turns up anywhere else in a profile (a false match) keeps the
+        # library, which errs the safe way; a profile naming it is never missed.
+        named = sa.or_(*(sa.exists().where(table.c.profile.contains(key, autoescape=True))
+                         for table in (subscribers, signups)))
+        if not conn.execute(sa.select(named)).scalar():
+            dropped += int(conn.execute(libraries.delete().where(libraries.c.key == key)).rowcount or 0)
+    return dropped
 
 
 class PrivacyStore(Base):
@@ -109,12 +146,12 @@ class PrivacyStore(Base):
                 "email": profile.email if profile else key,
                 "source": ({"kind": profile.source, "path": profile.path, "stored_at": _plain(profile.updated_at)}
                            if profile else None),
-                "profile": json.loads(profile.profile) if profile else None,
+                "profile": _exported(conn, profile.profile if profile else None),
                 "preferences": ({"frequency": prefs.frequency, "paused_until": _plain(prefs.paused_until),
                                  "updated_at": _plain(prefs.updated_at)} if prefs else None),
                 "suppression": ({"reason": suppression.reason, "since": _plain(suppression.created_at)}
                                 if suppression else None),
-                "signup": ({"email": signup.email, "status": signup.status, "profile": json.loads(signup.profile),
+                "signup": ({"email": signup.email, "status": signup.status, "profile": _exported(conn, signup.profile),
                             "requested_at": _plain(signup.requested_at), "form_version": signup.form_version}
                            if signup else None),
                 "consents": _rows(consent),
@@ -130,7 +167,8 @@ class PrivacyStore(Base):
         """Erase one address from every table, in one transaction; keep its hash on the suppression list.
 
         The send log keeps its rows (they count what was sent) under the hash, with their details
-        (which may quote the address) cleared. Returns how many rows each table lost or had rewritten.
+        (which may quote the address) cleared. The libraries the address's profiles named go too, unless
+        another subscriber's profile names the same one. Returns how many rows each table lost or had rewritten.
         """
         key, hashed = email.strip().lower(), forgotten_key(email)
         counts: dict[str, int] = {}
@@ -138,6 +176,10 @@ class PrivacyStore(Base):
             def count(name: str, result: Any) -> None:
                 counts[name] = counts.get(name, 0) + int(result.rowcount or 0)
 
+            named = {k for text in conn.execute(sa.union_all(
+                sa.select(subscribers.c.profile).where(subscribers.c.email_key == key),
+                sa.select(signups.c.profile).where(signups.c.email_key == key))).scalars()
+                for k in _library_keys(json.loads(text))}
             count("subscribers", conn.execute(subscribers.delete().where(subscribers.c.email_key == key)))
             count("preferences", conn.execute(preferences.delete().where(preferences.c.email == key)))
             count("feedback", conn.execute(feedback.delete().where(sa.func.lower(feedback.c.subscriber) == key)))
@@ -145,6 +187,7 @@ class PrivacyStore(Base):
             count("suppressions", conn.execute(suppressions.delete().where(suppressions.c.email == key)))
             count("signups", conn.execute(signups.delete().where(signups.c.email_key == key)))
             count("consents", conn.execute(consents.delete().where(consents.c.email_key == key)))
+            counts["libraries"] = _drop_unshared(conn, named)  # once their own rows are gone, so they do not count
             owned = sa.func.lower(deliveries.c.subscriber) == key
             taken = conn.execute(sa.select(deliveries.c.digest_date).where(
                 deliveries.c.subscriber == hashed)).scalars().all()
@@ -154,6 +197,9 @@ class PrivacyStore(Base):
                 subscriber=hashed, detail="", claimed_by=None, lease_until=None)))
             count("bounces", conn.execute(bounces.update().where(bounces.c.email == key).values(
                 email=hashed, detail="")))
+            # The learned model is keyed by the address as written (`select.learn`), so matched in lower case.
+            # The text model's profiles (`dense-profile/...`) stay: derived data keyed by a digest of a text or
+            # a library's content, shared by whoever has the same, and naming no one.
             count("cache", conn.execute(cache.delete().where(sa.func.lower(cache.c.key) == f"feedback-model/{key}")))
             # A profile file still naming the address is read again by the next sync, and refused there.
             conn.execute(profile_files.delete().where(profile_files.c.email_key == key))

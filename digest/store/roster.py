@@ -17,10 +17,11 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
-from ..models import Interest, Subscriber
+from ..models import Interest, LibraryEntry, Subscriber
 from .claims import CHUNK, KEEP, SETTLED, Queue, settled_reason
 from .engine import Base
 from .tables import _now, deliveries, papers, preferences, profile_files, subscribers, suppressions
+from .tables import libraries as libraries_table
 
 preferences_table = preferences
 
@@ -35,6 +36,7 @@ class FileState:
     sha256: str
     email_key: str | None
     problems: tuple[tuple[int, str], ...]
+    libraries: tuple[tuple[str, int, int], ...] = ()  # library files it names: (path, mtime_ns, size) when read
 
 
 @dataclass(frozen=True)
@@ -51,16 +53,26 @@ def profile_json(subscriber: Subscriber) -> str:
     data = {"email": subscriber.email, "name": subscriber.name, "timezone": subscriber.timezone,
             "send_at": f"{subscriber.send_at:%H:%M}", "frequency": subscriber.frequency,
             "max_papers": subscriber.max_papers, "exclude": list(subscriber.exclude),
-            "interests": [{"name": i.name, "keywords": list(i.keywords), "weight": i.weight,
-                           "description": i.description, "seed_papers": list(i.seed_papers)}
-                          for i in subscriber.interests]}
+            "interests": [_interest_json(i) for i in subscriber.interests]}
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def _interest_json(interest: Interest) -> dict[str, Any]:
+    data: dict[str, Any] = {"name": interest.name, "keywords": list(interest.keywords), "weight": interest.weight,
+                            "description": interest.description, "seed_papers": list(interest.seed_papers)}
+    if interest.authors:
+        data["authors"] = list(interest.authors)
+    if interest.library_key:  # the entries themselves are kept once, in the libraries table
+        data.update(library_key=interest.library_key, library_source=interest.library_source)
+    return data
 
 
 def subscriber_of(text: str, path: str | None) -> Subscriber:
     data = json.loads(text)
     interests = tuple(Interest(i["name"], tuple(i["keywords"]), i["weight"], i["description"],
-                               tuple(i["seed_papers"])) for i in data["interests"])
+                               tuple(i["seed_papers"]), authors=tuple(i.get("authors", ())),
+                               library_source=i.get("library_source", ""), library_key=i.get("library_key", ""))
+                      for i in data["interests"])
     return Subscriber(email=data["email"], name=data["name"], timezone=data["timezone"],
                       send_at=time.fromisoformat(data["send_at"]), frequency=data["frequency"],
                       max_papers=data["max_papers"], interests=interests, exclude=tuple(data["exclude"]),
@@ -68,9 +80,31 @@ def subscriber_of(text: str, path: str | None) -> Subscriber:
 
 
 def subscriber_row(subscriber: Subscriber, source: str, path: str | None) -> dict[str, Any]:
-    return {"email_key": subscriber.email.lower(), "email": subscriber.email, "source": source, "path": path,
-            "timezone": subscriber.timezone, "send_at": f"{subscriber.send_at:%H:%M}",
-            "frequency": subscriber.frequency, "profile": profile_json(subscriber), "updated_at": _now()}
+    """The subscribers table's row (and, under "libraries", the entries of the libraries it names, for `_put`)."""
+    row = {"email_key": subscriber.email.lower(), "email": subscriber.email, "source": source, "path": path,
+           "timezone": subscriber.timezone, "send_at": f"{subscriber.send_at:%H:%M}",
+           "frequency": subscriber.frequency, "profile": profile_json(subscriber), "updated_at": _now()}
+    libraries = {i.library_key: i.library for i in subscriber.interests if i.library_key and i.library}
+    if libraries:
+        row["libraries"] = libraries
+    return row
+
+
+def put_libraries(conn: Connection, libraries: dict[str, Sequence[LibraryEntry]]) -> None:
+    """Keep libraries' entries under their digests (a digest already kept is left as it is: same entries)."""
+    keys = list(libraries)
+    have = {r[0] for part in _parts(keys) for r in conn.execute(sa.select(libraries_table.c.key).where(
+        libraries_table.c.key.in_(part)))}
+    rows = [{"key": key, "entries": library_json(libraries[key]), "updated_at": _now()} for key in keys
+            if key not in have]
+    for part in _parts(rows):
+        conn.execute(libraries_table.insert(), part)
+
+
+def library_json(entries: Sequence[LibraryEntry]) -> str:
+    return json.dumps([{"title": e.title, "abstract": e.abstract, "arxiv_id": e.arxiv_id, "doi": e.doi,
+                        "authors": list(e.authors), "added": e.added.isoformat() if e.added else None,
+                        "line": e.line} for e in entries], ensure_ascii=False)
 
 
 def _frequency() -> Any:
@@ -90,7 +124,8 @@ class RosterStore(Base):
     def file_states(self) -> dict[str, FileState]:
         with self.engine.connect() as conn:
             return {r.path: FileState(r.path, r.mtime_ns, r.size, r.sha256, r.email_key,
-                                      tuple(map(tuple, json.loads(r.problems or "[]"))))
+                                      tuple(map(tuple, json.loads(r.problems or "[]"))),
+                                      tuple(map(tuple, json.loads(r.libraries or "[]"))))
                     for r in conn.execute(sa.select(profile_files))}
 
     def apply_files(self, removed: Sequence[str], states: Sequence[FileState],
@@ -107,7 +142,8 @@ class RosterStore(Base):
             now = _now()
             rows = [{"path": s.path, "mtime_ns": s.mtime_ns, "size": s.size, "sha256": s.sha256,
                      "email_key": s.email_key, "problems": json.dumps(s.problems) if s.problems else None,
-                     "checked_at": now} for s in states]
+                     "checked_at": now, "libraries": json.dumps(s.libraries) if s.libraries else None}
+                    for s in states]
             for part in _parts(rows):
                 conn.execute(profile_files.insert(), part)
             self._put(conn, [subscriber_row(sub, "file", path) for sub, path in valid])
@@ -145,6 +181,9 @@ class RosterStore(Base):
 
     @staticmethod
     def _put(conn: Connection, rows: list[dict[str, Any]]) -> None:
+        libraries = {key: entries for row in rows for key, entries in row.pop("libraries", {}).items()}
+        if libraries:
+            put_libraries(conn, libraries)
         for part in _parts(rows):
             conn.execute(subscribers.delete().where(subscribers.c.email_key.in_([r["email_key"] for r in part])))
             conn.execute(subscribers.insert(), part)

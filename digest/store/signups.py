@@ -14,7 +14,7 @@ from sqlalchemy.engine import Connection
 
 from ..models import Subscriber
 from .engine import Base
-from .roster import subscriber_of, subscriber_row
+from .roster import RosterStore, subscriber_of, subscriber_row
 from .tables import _now, consents, rate_limits, signups, subscribers, suppressions
 
 KEEP_WINDOWS = 2 * 86400  # rate-limit windows older than this are deleted (the longest window is a day)
@@ -121,7 +121,7 @@ class SignupStore(Base):
 
 def _put_web(conn: Connection, subscriber: Subscriber) -> None:
     conn.execute(subscribers.delete().where(subscribers.c.email_key == subscriber.email.lower()))
-    conn.execute(subscribers.insert().values(**subscriber_row(subscriber, "web", None)))
+    RosterStore._put(conn, [subscriber_row(subscriber, "web", None)])
 
 
 def _record(row: Any) -> SignupRecord:

@@ -150,6 +150,13 @@ embeddings = sa.Table(
     sa.Column("vector", sa.LargeBinary, nullable=False),  # float32, little-endian
 )
 
+libraries = sa.Table(  # readers' libraries, by digest: a profile keeps the digest, not the entries (revision 0006)
+    "libraries", metadata,
+    sa.Column("key", sa.String, primary_key=True),  # sha256 of the entries (`Interest.library_key`)
+    sa.Column("entries", sa.Text, nullable=False),  # JSON list of entries (title, abstract, ids, authors, added, line)
+    sa.Column("updated_at", sa.DateTime, nullable=False),
+)
+
 subscribers = sa.Table(  # every valid subscriber, whatever its source (profile file, import, web signup)
     "subscribers", metadata,
     sa.Column("email_key", sa.String, primary_key=True),  # lower-case address: one subscriber per address
@@ -173,6 +180,7 @@ profile_files = sa.Table(  # what was last read from each profile file, so uncha
     sa.Column("email_key", sa.String),  # the subscriber it defines, when valid
     sa.Column("problems", sa.Text),  # JSON [[line, message], ...] when invalid
     sa.Column("checked_at", sa.DateTime, nullable=False),
+    sa.Column("libraries", sa.Text),  # JSON [[path, mtime_ns, size], ...] of the library files it names (0006)
 )
 
 workers = sa.Table(  # each send run or worker process: who, where, how far (for digest status)
