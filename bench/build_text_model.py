@@ -134,7 +134,7 @@ def check(folder: Path, fp32: Path, int8: Path) -> dict[str, float]:
     texts = ["speculative decoding", "Papers on robot grasping and sim-to-real transfer."]
     if sample.exists():
         with gzip.open(sample, "rt") as lines:
-            for n, line in zip(range(200), lines, strict=False):
+            for _, line in zip(range(200), lines, strict=False):
                 row = json.loads(line)
                 texts.append(f"{row['title']}. {row['abstract']}")
     tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
@@ -182,7 +182,8 @@ def main() -> None:
                                  "sha256": digests},
                       "built": {MODEL_FILE: sha256(OUT / MODEL_FILE), "tokenizer.json": sha256(OUT / "tokenizer.json")},
                       "max_tokens": MAX_TOKENS, "dimensions": 384, "pooling": "mean, L2-normalised",
-                      "quantisation": "dynamic int8, per channel: MatMul weights and the token embedding table (onnxruntime.quantization)",
+                      "quantisation": "dynamic int8, per channel: MatMul weights and the token embedding table "
+                                      "(onnxruntime.quantization)",
                       "fidelity_vs_pytorch": fidelity}
         (OUT / "provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
         if args.keep_fp32:  # for the benchmarks' fp32 column (bench/out is not committed)

@@ -1,14 +1,14 @@
-"""Fit the relevance calibration (`rank.CALIBRATION_A`, `CALIBRATION_B`, `DENSE_WEIGHT`) on labelled arXiv papers.
+"""Fit the fusion of words and the text model (`scores.FUSION`, `scores.LIBRARY_FUSION`) on labelled arXiv papers.
 
-    .venv/bin/python bench/calibrate.py [--profiles A] [--seed 1] [--pools 15]
+    .venv/bin/python bench/calibrate.py [--pools 10]        # profile set T, seed 1: the tuning run only
 
-For every category of the profile set, pools are cut as in `ranking.py`; each paper's raw score for the
-category's profile is read in the interest's unit (`profile.reference`), and a logistic regression
-of "arXiv lists it in the category" on log(raw / unit) and the standardised dense similarity
-(`pool.dense_interest`) gives the three constants (papers that match nothing are left out: the
-calibration gives them NO_MATCH). Also printed: the floor's pooled
-precision and recall at several levels of the fitted scale, from which `select.min_relevance` is
-chosen. Run it on the tuning set only (A, seed 1); `ranking.py` reports on the other.
+For every category of profile set T (`relevance_profiles.py`) and every style (keywords, a
+description, both, a library of ten papers), pools are cut as in `ranking.py` (seed 1; the report
+uses set R with seed 2). Each paper gets the product's own features for the profile: the words'
+calibrated log-odds (`scores.calibrate`, floored at LEXICAL_FLOOR) and the text model's z-scores
+(`vectors.DenseProfile.z_scores`). A logistic regression per style of "arXiv lists it in the category" on them
+gives the constants; the script prints them as the source holds them, with the pooled precision
+and recall of the fitted relevance at several levels (what `select.min_relevance` is chosen from).
 """
 
 from __future__ import annotations
@@ -16,61 +16,80 @@ from __future__ import annotations
 import argparse
 import random
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from profiles import SETS  # noqa: E402
-from ranking import DEFAULT_DATA, load, make_pools, sample_corpus  # noqa: E402
+import ranking as bench  # noqa: E402
 
-from digest.models import Interest, Subscriber  # noqa: E402
-from digest.select import Pool, SelectSettings, Signals  # noqa: E402
-from digest.select.dense import DenseEmbedder  # noqa: E402
-from digest.select.rank import Scores  # noqa: E402
+from digest.select import SelectSettings  # noqa: E402
+from digest.select.scores import LEXICAL_FLOOR, Scores  # noqa: E402
+
+LEVELS = (0.3, 0.4, 0.5, 0.6, 0.7)
+
+
+def features(sample: bench.Sample, pools: dict[str, list[np.ndarray]], profiles: dict[tuple[str, str], bench.Profile],
+             style: str) -> tuple[np.ndarray, np.ndarray]:
+    """(features, labels) of every paper of every pool for the style's profiles."""
+    words = bench.Ours(sample, replace(SelectSettings(), text_model=0.0), dense=None)
+    embedder = bench.sample_embedder(sample)
+    rows, labels = [], []
+    for category, cat_pools in pools.items():
+        profile = profiles[(category, style)]
+        subscriber, signals = words.subscriber(profile)
+        interest = subscriber.interests[0]  # type: ignore[attr-defined]
+        library = [sample.papers[n] for n in profile.library.tolist()]
+        found = embedder.interests([interest], lambda _, papers=library: papers)  # type: ignore[attr-defined]
+        dense = found[0].library if style == "library" else found[0].text
+        for pool_rows in cat_pools:
+            pool = words.pool(bench.Case(category, pool_rows, np.zeros(0)))
+            pool.dense = embedder  # type: ignore[attr-defined]
+            query, model, centre = dense.z_scores(pool.dense_codes())  # type: ignore[attr-defined]
+            if style == "library":
+                rows.append(np.c_[model, centre])
+            else:
+                lexical = Scores(pool, subscriber, words.settings, signals).lexical_logit  # type: ignore[arg-type]
+                rows.append(np.c_[query, model, np.maximum(lexical, LEXICAL_FLOOR)])
+            labels.append([category in sample.categories[n] for n in pool_rows.tolist()])
+    return np.vstack(rows), np.concatenate(labels).astype(int)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=DEFAULT_DATA)
-    parser.add_argument("--profiles", default="A", choices=sorted(SETS))
+    parser.add_argument("--pools", type=int, default=10)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--pools", type=int, default=15)
     args = parser.parse_args()
     from sklearn.linear_model import LogisticRegression
 
-    sample = load(args.data)
-    corpus = sample_corpus(sample)
+    sample = bench.load()
+    bench.load_vectors(sample)
     rng = random.Random(args.seed)
-    settings = SelectSettings(dense_weight=0.0)  # the raw lexical score; the dense part is a feature here
-    dense = DenseEmbedder()
-    xs, zs, ys, zero_relevant, relevant = [], [], [], 0, 0
-    for category, keywords in SETS[args.profiles].items():
-        subscriber = Subscriber(email="bench@example.org", interests=(Interest(category, tuple(keywords)),))
-        for papers in make_pools(sample, category, args.pools, 300, 20, rng):
-            pool = Pool(papers, corpus, dense=dense)
-            scores = Scores(pool, subscriber, settings, Signals())
-            raw, unit = scores.raw(0), scores.units[0]
-            z = pool.dense_interest(subscriber.interests[0], ())
-            labels = np.array([category in p.categories for p in papers])
-            relevant += int(labels.sum())
-            zero_relevant += int(labels[raw <= 0].sum())
-            xs.append(np.log(raw[raw > 0] / unit))
-            zs.append(z[raw > 0])
-            ys.append(labels[raw > 0])
-    x, z, y = np.concatenate(xs), np.concatenate(zs), np.concatenate(ys)
-    alone = LogisticRegression(C=1e4).fit(x[:, None], y)
-    print(f"keywords alone: CALIBRATION_A, CALIBRATION_B = {alone.intercept_[0]:.3f}, {alone.coef_[0, 0]:.3f}")
-    model = LogisticRegression(C=1e4).fit(np.column_stack([x, z]), y)
-    a, (b, w) = float(model.intercept_[0]), model.coef_[0].tolist()
-    print(f"with dense similarity: DENSE_CALIBRATION_A, DENSE_CALIBRATION_B = {a:.3f}, {b:.3f}; "
-          f"select.dense_weight = {w:.3f}")
-    print(f"{len(x)} matching papers; {zero_relevant} of {relevant} relevant papers match nothing")
-    p = 1 / (1 + np.exp(-(a + b * x + w * z)))
-    for level in (0.3, 0.4, 0.5, 0.6, 0.7):
-        passed = p >= level
-        print(f"min_relevance {level}: precision {y[passed].mean():.3f}, recall {y[passed].sum() / relevant:.3f}")
+    categories = bench.TUNING_CATEGORIES
+    pools = {c: bench.make_pools(sample, c, args.pools, rng) for c in categories}
+    libraries = {c: bench.make_library(sample, c, pools[c], rng) for c in categories}
+    profiles = {(c, s): bench.profiles_for(c, "T", s, libraries[c]) for c in categories for s in bench.STYLES}
+    fitted, relevance, truth = {}, [], []
+    for style in bench.STYLES:
+        x, y = features(sample, pools, profiles, style)
+        model = LogisticRegression(C=10.0, max_iter=1000).fit(x, y)
+        fitted[style] = (float(model.intercept_[0]), *(float(c) for c in model.coef_.ravel()))
+        p = model.predict_proba(x)[:, 1]
+        relevance.append(p)
+        truth.append(y)
+        print(f"{style}: {len(y)} papers, {int(y.sum())} relevant; " + ", ".join(
+            f"≥{level}: {y[p >= level].mean():.2f} / {(p[y == 1] >= level).mean():.2f}" for level in LEVELS),
+            flush=True)
+    print("\nFUSION = {")
+    for style in ("keywords", "description", "both"):
+        print(f'    "{style}": ({", ".join(f"{v:.3f}" for v in fitted[style])}),')
+    print("}")
+    print(f"LIBRARY_FUSION = ({', '.join(f'{v:.3f}' for v in fitted['library'])})")
+    p, y = np.concatenate(relevance), np.concatenate(truth)
+    print("\npooled precision / recall of the fitted relevance over every style: " + ", ".join(
+        f"≥{level}: {y[p >= level].mean():.2f} / {(p[y == 1] >= level).mean():.2f}" for level in LEVELS))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
     .venv/bin/python bench/embed_sample.py [--max-tokens 256] [--threads 2]
 
 Writes bench/out/sample-<model>-<tokens>.npy (45,256 × 384 float16, rows in the sample's line order),
-which `bench/relevance.py` reads instead of embedding the sample again (about 20 minutes here).
+which `bench/ranking.py` reads instead of embedding the sample again (about 20 minutes here).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def main() -> None:
             texts.append(f"{row['title']}. {row['abstract']}")
     model = TextModel(args.threads)
     model.tokenizer.enable_truncation(args.max_tokens)
-    out = np.zeros((len(texts), 384), dtype=np.float16)
+    out = np.zeros((len(texts), 384), dtype=np.float16)  # (each text alone: see digest.select.neural)
     start, step = time.perf_counter(), 2048
     for lo in range(0, len(texts), step):
         out[lo:lo + step] = model.embed(texts[lo:lo + step])

@@ -1,34 +1,34 @@
-"""Ranking quality on real labeled papers, the relevance floor, feedback, cold start, and throughput at scale.
+"""Relevance on profiles written outside the ranking code, in four styles, against strong anchors (issue 26).
 
-    .venv/bin/python bench/ranking.py [--profiles B] [--seed 2] [--pools 30] [--no-supervised]
-    .venv/bin/python bench/ranking.py --feedback [--profiles B] [--seed 2] [--subscribers 8] [--held-out 3]
-    .venv/bin/python bench/ranking.py --floor-ceiling [--profiles B] [--seed 2] [--categories ...]
-    .venv/bin/python bench/ranking.py --scale [--subscribers 100000] [--papers 1000]
+    .venv/bin/python bench/ranking.py [--set R] [--pools 10] [--seed 2] [--categories ...] [--methods ...]
+    .venv/bin/python bench/ranking.py --set T --seed 1        # the tuning run (calibration is fitted on it)
 
-Quality: for each arXiv category of the profile set (`profiles.py`: settings and the calibration
-were chosen on set A with seed 1, figures are reported on set B with seed 2), day-sized pools of
---pool-size papers are cut from the arXiv sample (consecutive listing days of its uniform part); a
-pool with fewer than --min-positives papers of the category gets random papers of the category
-swapped in for random others. A paper is relevant when arXiv lists it in the category. Reported:
-precision@10 and nDCG@10, mean over pools with the standard error, and the paired difference to
-tf-idf (mean and standard error over pools). Methods:
-  random      a random order;
-  tfidf       scikit-learn TfidfVectorizer (sublinear tf, 1-2-grams, English stop words) fitted on
-              the whole sample, cosine between the joined keywords and each paper (arxiv-sanity style);
-  ours        digest.select.rank with the default settings, term statistics from the whole sample;
-  ours+sem    ours with sentence-embedding similarity blended in (the `semantic` extra, when installed);
-  seeds-only  ours with a store of only the 197 seed papers (a new install), the shipped background blended in;
-  no-bg       the same store without the background statistics;
-  supervised  logistic regression (C=10, balanced classes) on tf-idf 1-2-grams (sublinear tf, min_df 2),
-              trained on the true labels of every paper outside the category's pools (one fit per
-              category); where that leaves fewer than 100 papers of the category, outside the pool:
-              not a competitor (it reads the answers), a rough ceiling for title-and-abstract methods.
-Also: the floor's precision and recall pooled over every paper of every pool, at several levels of
-select.min_relevance. --floor-ceiling: the most recall any floor reaches at precision 0.75 on each
-method's scores (a global threshold, and cuts per pool chosen knowing the labels). --feedback: the
-simulated subscriber of issue 11, on each day's pool and on --held-out fixed evaluation pools (see
-`feedback.py`).
---scale: see scale.py.
+The protocol of the issue: for each arXiv category, pools of 300 papers holding exactly 30 of the
+category (and 270 that arXiv does not list in it), each ranked for a profile of that category; a
+paper is relevant when arXiv lists it in the category. Pools and libraries draw only from papers
+listed on or after RESERVED_BEFORE: the earlier ones are where the shipped background statistics and
+reference embeddings come from (`bench/build_background.py`), so no pool paper is in them. The store
+the methods see is the whole sample (as a store holding it would be), unlabelled.
+
+Profiles (`relevance_profiles.py`, written by a helper who saw neither this code nor the data, before
+anything was measured): SET_T (tuning: the calibration and every weight are fitted on it, seed 1)
+and SET_R (report, seed 2), each in four styles: keywords, description (one sentence), keywords +
+description, and library (LIBRARY_SIZE papers of the category from outside its pools, as a reader's
+own library). Set R also has a second keyword list (style `keywords2`).
+
+Methods, each scoring every paper of a pool:
+  random       a random order
+  tfidf        scikit-learn tf-idf cosine (arxiv-sanity-lite's settings), fitted on the store
+  bm25s        the `bm25s` library with Snowball stems (PyStemmer), English stop words, each pool indexed
+  neural       cosine with the built-in text model (all-MiniLM-L6-v2 int8), untuned
+  svm          (library) arxiv-sanity-lite's per-tag linear SVM on tf-idf: library vs the rest of the store
+  zotero       (library) zotero-arxiv-daily: similarity to each library paper, weighted by how recently added
+  lexical      ours, words only (BM25F, calibrated)
+  hybrid       ours, the product's ranking (`digest.select.rank`)
+  supervised   logistic regression on the true labels of the store outside the category's pools (a ceiling)
+Reported: P@10 and nDCG@10 per category and style (mean over pools, standard error), paired
+differences of hybrid against each anchor with the categories it beats them in, and the floor's
+precision and recall per style at `select.min_relevance`.
 """
 
 from __future__ import annotations
@@ -39,9 +39,10 @@ import json
 import math
 import os
 import random
+import re
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
 
@@ -49,485 +50,558 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-
-from digest.models import Interest, Paper, Subscriber  # noqa: E402
-from digest.select import CorpusStats, Pool, SelectSettings, rank  # noqa: E402
-from digest.sources.jsonl import paper_of_object  # noqa: E402
-
 sys.path.insert(0, str(ROOT / "bench"))
-from profiles import MAIN, SETS  # noqa: E402
 
-from digest.select import Signals  # noqa: E402
-from digest.select.rank import Scores  # noqa: E402
+import relevance_profiles as written  # noqa: E402
+
+from digest.models import Paper  # noqa: E402
+from digest.sources.jsonl import paper_of_object  # noqa: E402
 
 DEFAULT_DATA = os.environ.get("DIGEST_ARXIV_SAMPLE", "/work/shared/data/arxiv_sample.jsonl.gz")
 DAY = date(2026, 7, 1)
-SUPERVISED_MIN_POSITIVES = 100  # fewer papers of the category outside its pools: the reference is fitted per pool
-SEMANTIC_WEIGHT = 60.0  # the value the README recommends with the semantic extra
-PROFILES: dict[str, list[str]] = dict(SETS["B"])  # the profiles being measured (set by --profiles)
-FLOOR_LEVELS = (0.3, 0.4, 0.5, 0.6, 0.7)
-CEILING_PRECISION = 0.75  # the floor target's precision (issue 11)
+RESERVED_BEFORE = date(2025, 6, 1)  # papers listed before this: background and reference data only
+POOL_SIZE, POSITIVES = 300, 30
+LIBRARY_SIZE = 10
+STYLES = ("keywords", "description", "both", "library")
+TUNING_CATEGORIES = written.CATEGORIES[:10]
+_CATEGORY = re.compile(r"^[a-z-]+(\.[A-Za-z-]+)?$")
 
 
 @dataclass
 class Sample:
-    """The arXiv sample as Papers (store ids = line numbers), with categories and listing days."""
+    """The arXiv sample: papers (store ids = line numbers + 1), their categories, and who may be drawn."""
 
     papers: list[Paper]
-    uniform: list[int]
-    by_day: dict[date, list[int]]
+    categories: list[frozenset[str]]
+    drawable: np.ndarray  # bool: listed on or after RESERVED_BEFORE
+    vectors: np.ndarray | None = None  # the text model's embeddings (float32, unit rows), when loaded
 
-    def has(self, i: int, category: str) -> bool:
-        return category in self.papers[i].categories
+    def rows_of(self, category: str) -> np.ndarray:
+        return np.array([n for n, c in enumerate(self.categories) if category in c], dtype=np.int64)
 
 
-def load(path: str) -> Sample:
-    papers, uniform, by_day = [], [], {}
+def load(path: str = DEFAULT_DATA) -> Sample:
+    papers, categories, drawable = [], [], []
     with gzip.open(path, "rt", encoding="utf-8") as lines:
         for n, line in enumerate(lines):
             row = json.loads(line)
             paper = replace(paper_of_object(row, seen_on=DAY), store_id=n + 1)
             papers.append(paper)
-            if row.get("in_uniform_sample"):
-                uniform.append(n)
-                by_day.setdefault(paper.listed_on, []).append(n)
-    return Sample(papers, uniform, by_day)
+            categories.append(frozenset(c for c in row.get("categories", []) if _CATEGORY.match(c)))
+            drawable.append(paper.listed_on is not None and paper.listed_on >= RESERVED_BEFORE)
+    return Sample(papers, categories, np.array(drawable))
 
 
-def sample_corpus(sample: Sample) -> CorpusStats:
-    """Term statistics of the whole sample, as a store holding it would have them."""
-    corpus = CorpusStats()
-    corpus.add_texts((p.store_id, p.title, p.abstract) for p in sample.papers)  # type: ignore[misc]
-    return corpus
+def load_vectors(sample: Sample, max_tokens: int = 256) -> None:
+    """The sample's embeddings from `bench/embed_sample.py`'s cache."""
+    from embed_sample import cache_path
+
+    path = cache_path(max_tokens)
+    if not path.exists():
+        raise SystemExit(f"{path} is missing: run .venv/bin/python bench/embed_sample.py --max-tokens {max_tokens}")
+    sample.vectors = np.load(path).astype(np.float32)
 
 
-def make_pools(sample: Sample, category: str, count: int, size: int, min_positives: int,
-               rng: random.Random) -> list[list[Paper]]:
-    """Pools of consecutive listing days, topped up to `min_positives` papers of the category.
+@dataclass(frozen=True)
+class Case:
+    """One pool ranked for one profile: the pool's rows of the sample, and which are relevant."""
 
-    A paper swapped in takes the listing day of the one it replaces, so that "newest first" and the
-    recency boost cannot tell the swapped-in papers apart.
-    """
-    days = sorted(sample.by_day)
-    everyone = [i for i in range(len(sample.papers)) if sample.has(i, category)]
+    category: str
+    rows: np.ndarray
+    labels: np.ndarray
+
+
+def make_pools(sample: Sample, category: str, count: int, rng: random.Random) -> list[np.ndarray]:
+    """`count` pools of POOL_SIZE drawable papers, exactly POSITIVES of the category, in a random order."""
+    inside = sample.drawable & np.array([category in c for c in sample.categories])
+    positives, negatives = np.flatnonzero(inside), np.flatnonzero(sample.drawable & ~inside)
     pools = []
     for _ in range(count):
-        start, picked = rng.randrange(len(days)), []
-        while len(picked) < size:
-            picked += sample.by_day[days[start % len(days)]]
-            start += 1
-        pool = [sample.papers[i] for i in picked[:size]]
-        missing = min_positives - sum(category in p.categories for p in pool)
-        if missing > 0:
-            inside = set(picked[:size])
-            extra = rng.sample([i for i in everyone if i not in inside], missing)
-            slots = rng.sample([n for n, p in enumerate(pool) if category not in p.categories], missing)
-            for slot, i in zip(slots, extra, strict=True):
-                pool[slot] = replace(sample.papers[i], listed_on=pool[slot].listed_on)
-        pools.append(pool)
+        rows = np.concatenate([rng.sample(list(positives), POSITIVES),
+                               rng.sample(list(negatives), POOL_SIZE - POSITIVES)])
+        rng.shuffle(rows)  # type: ignore[arg-type]
+        pools.append(np.asarray(rows, dtype=np.int64))
     return pools
 
 
-def precision_ndcg(order: Sequence[int], relevant: set[int], k: int = 10) -> tuple[float, float]:
-    gains = [1.0 if i in relevant else 0.0 for i in order[:k]]
-    dcg = sum(g / math.log2(n + 2) for n, g in enumerate(gains))
-    ideal = sum(1 / math.log2(n + 2) for n in range(min(k, len(relevant))))
-    return sum(gains) / k, dcg / ideal if ideal else 0.0
+def make_library(sample: Sample, category: str, pools: Sequence[np.ndarray], rng: random.Random,
+                 size: int = LIBRARY_SIZE) -> np.ndarray:
+    """A reader's library: `size` papers of the category that none of its pools holds, drawable ones when there
+    are enough (a small category's pools use most of them: then older ones make up the rest)."""
+    used = set(np.concatenate(pools).tolist()) if pools else set()
+    candidates = [n for n in sample.rows_of(category).tolist() if n not in used]
+    drawable = [n for n in candidates if sample.drawable[n]]
+    if len(drawable) >= size:
+        return np.array(rng.sample(drawable, size), dtype=np.int64)
+    older = [n for n in candidates if not sample.drawable[n]]
+    return np.array(drawable + rng.sample(older, size - len(drawable)), dtype=np.int64)
 
 
-Method = Callable[[list[Paper], str, random.Random], list[Paper]]
-Scorer = Callable[[list[Paper], str], np.ndarray]  # a score per paper of the pool, higher = more relevant
+@dataclass(frozen=True)
+class Profile:
+    """What a reader gave for one category, in one style."""
+
+    category: str
+    style: str
+    keywords: tuple[str, ...] = ()
+    description: str = ""
+    library: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # sample rows
+
+    def text(self) -> str:
+        """The profile as one query text (what the text-only anchors read)."""
+        return ". ".join(p for p in (", ".join(self.keywords), self.description) if p)
 
 
-def tfidf_scores(sample: Sample, **options: object) -> Scorer:
-    """Cosine of tf-idf vectors (arxiv-sanity-lite's settings) between the joined keywords and each paper."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
-
-    vectorizer = TfidfVectorizer(strip_accents="unicode", stop_words="english", ngram_range=(1, 2),
-                                 sublinear_tf=True, dtype=np.float32, **options)  # type: ignore[arg-type]
-    matrix = vectorizer.fit_transform(f"{p.title} {p.abstract}" for p in sample.papers).tocsr()
-
-    def score(pool: list[Paper], category: str) -> np.ndarray:
-        query = vectorizer.transform([" ".join(PROFILES[category])])
-        return (matrix[_rows(pool)] @ query.T).toarray().ravel()
-    return score
-
-
-def tfidf_method(sample: Sample, **options: object) -> Method:
-    scorer = tfidf_scores(sample, **options)
-
-    def run(pool: list[Paper], category: str, _: random.Random) -> list[Paper]:
-        score = scorer(pool, category)
-        return [pool[j] for j in np.lexsort((np.arange(len(pool)), -score))]
-    return run
+def profiles_for(category: str, chosen: str, style: str, library: np.ndarray) -> Profile:
+    table = {"T": written.SET_T, "R": written.SET_R}[chosen][category]
+    if style == "keywords":
+        return Profile(category, style, tuple(table["keywords"]))
+    if style == "keywords2":
+        return Profile(category, style, tuple(written.SET_R2_KEYWORDS[category]))
+    if style == "description":
+        return Profile(category, style, description=table["description"])
+    if style == "both":
+        return Profile(category, style, tuple(table["keywords"]), table["description"])
+    return Profile(category, style, library=library)
 
 
-def ours_method(sample: Sample, corpus: CorpusStats, settings: SelectSettings, embedder: object = None,
-                background: bool = True, dense: object = None) -> Method:
-    def run(pool: list[Paper], category: str, _: random.Random) -> list[Paper]:
-        subscriber = Subscriber(email="bench@example.org", interests=(Interest(category, tuple(PROFILES[category])),))
-        ranked = rank(Pool(pool, corpus, embedder=embedder, background=background, dense=dense),  # type: ignore[arg-type]
-                      subscriber,
-                      day=DAY, settings=settings, limit=10)
-        return [r.paper for r in ranked]
-    return run
+Method = Callable[[Case, Profile], np.ndarray]  # a score per paper of the pool, higher = more relevant
 
 
-def _rows(pool: Sequence[Paper]) -> list[int]:
-    return [p.store_id - 1 for p in pool]  # type: ignore[operator]
+def precision_ndcg(scores: np.ndarray, labels: np.ndarray, k: int = 10) -> tuple[float, float]:
+    """P@k and nDCG@k of ranking by `scores` (ties in pool order)."""
+    order = np.lexsort((np.arange(len(scores)), -scores))[:k]
+    gains = labels[order].astype(float)
+    dcg = float((gains / np.log2(np.arange(2, len(gains) + 2))).sum())
+    ideal = float((1 / np.log2(np.arange(2, min(k, int(labels.sum())) + 2))).sum())
+    return float(gains.mean()), dcg / ideal if ideal else 0.0
 
 
-def random_method(pool: list[Paper], _: str, rng: random.Random) -> list[Paper]:
-    return rng.sample(pool, len(pool))
-
-
-def newest_method(pool: list[Paper], _: str, __: random.Random) -> list[Paper]:
-    """Latest listing day first; within a day, the order of the listing."""
-    return sorted(pool, key=lambda p: p.listed_on, reverse=True)  # type: ignore[arg-type, return-value]
-
-
-def supervised_scores(sample: Sample, pools: dict[str, list[list[Paper]]]) -> Scorer:
-    """The reference's predicted log-odds of relevance (a threshold on it is one on the probability): logistic
-    regression on the true labels of every paper outside the category's pools, else outside the pool."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
-    from sklearn.linear_model import LogisticRegression
-
-    matrix = TfidfVectorizer(sublinear_tf=True, ngram_range=(1, 2), min_df=2, dtype=np.float32).fit_transform(
-        f"{p.title} {p.abstract}" for p in sample.papers).tocsr()
-    shared: dict[str, LogisticRegression | None] = {}
-
-    def fit(category: str, held_out: list[int], min_positives: int = 1) -> LogisticRegression | None:
-        labels = np.array([sample.has(i, category) for i in range(len(sample.papers))])
-        outside = np.ones(len(sample.papers), dtype=bool)
-        outside[held_out] = False
-        if labels[outside].sum() < min_positives:
-            return None
-        return LogisticRegression(C=10, class_weight="balanced", max_iter=1000).fit(matrix[outside], labels[outside])
-
-    def score(pool: list[Paper], category: str) -> np.ndarray:
-        if category not in shared:
-            held_out = [r for cat_pool in pools[category] for r in _rows(cat_pool)]
-            shared[category] = fit(category, held_out, SUPERVISED_MIN_POSITIVES)
-        model = shared[category] or fit(category, _rows(pool))
-        assert model is not None
-        return model.decision_function(matrix[_rows(pool)])
-    return score
-
-
-def supervised_method(sample: Sample, pools: dict[str, list[list[Paper]]]) -> Method:
-    """Logistic regression on the true labels of every paper outside the category's pools, else outside the pool."""
-    scorer = supervised_scores(sample, pools)
-
-    def run(pool: list[Paper], category: str, _: random.Random) -> list[Paper]:
-        return [pool[j] for j in np.argsort(-scorer(pool, category), kind="stable")]
-    return run
-
-
-def semantic_embedder(choice: str, cache: Path) -> object | None:
-    """The sentence-embedding model with a per-paper cache, or None when off or not installed."""
-    if choice == "off":
-        return None
-    try:
-        from digest.select.semantic import SentenceEmbedder
-        from digest.store import Store
-    except ImportError:
-        return None
-    try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        return SentenceEmbedder(store=Store(f"sqlite:///{cache}"))
-    except Exception as exc:  # the extra is missing: say so and measure without it
-        if choice == "on":
-            raise
-        print(f"(semantic matching not measured: {exc})", file=sys.stderr)
-        return None
-
-
-def evaluate(methods: dict[str, Method], pools: dict[str, list[list[Paper]]],
-             seed: int) -> dict[str, dict[str, np.ndarray]]:
-    """Per category and method, (precision@10, nDCG@10) of every pool: an array of shape (pools, 2)."""
-    results: dict[str, dict[str, np.ndarray]] = {}
-    for category, cat_pools in pools.items():
-        results[category] = {}
-        for name, method in methods.items():
-            rng = random.Random(seed)
-            scores = []
-            for pool in cat_pools:
-                relevant = {p.store_id for p in pool if category in p.categories}
-                order = [p.store_id for p in method(pool, category, rng)]
-                scores.append(precision_ndcg(order, relevant))  # type: ignore[arg-type]
-            results[category][name] = np.array(scores)
-        row = "  ".join(f"{m} {v[:, 0].mean():.2f}/{v[:, 1].mean():.3f}" for m, v in results[category].items())
-        print(f"  {category}: {row}", file=sys.stderr, flush=True)
-    return results
-
-
-def _se(values: np.ndarray) -> float:
+def se(values: np.ndarray) -> float:
     return float(values.std(ddof=1) / math.sqrt(len(values))) if len(values) > 1 else 0.0
 
 
-def report(results: dict[str, dict[str, np.ndarray]], pools: dict[str, list[list[Paper]]],
-           main: tuple[str, ...]) -> None:
-    methods = list(next(iter(results.values())))
-    print("precision@10 / nDCG@10, mean over pools (± standard error of the nDCG mean)")
-    print(f"| category | positives | {' | '.join(methods)} | hybrid − tfidf nDCG (paired) |")
-    print(f"|---|---:|{'---:|' * (len(methods) + 1)}")
-    for category, row in results.items():
-        positives = np.mean([sum(category in p.categories for p in pool) for pool in pools[category]])
-        cells = " | ".join(f"{v[:, 0].mean():.2f} / {v[:, 1].mean():.3f} ±{_se(v[:, 1]):.3f}" for v in row.values())
-        diff = row["hybrid"][:, 1] - row["tfidf"][:, 1]
-        print(f"| {category} | {positives:.1f} | {cells} | {diff.mean():+.3f} ±{_se(diff):.3f} |")
-    for label, cats in (("mean of the 8 main categories", [c for c in main if c in results]),
-                        ("mean of all categories", list(results))):
-        if not cats:
-            continue
-        print(f"\n{label} ({len(cats)}): pools paired across categories")
-        for name in methods:
-            p10 = np.concatenate([results[c][name][:, 0] for c in cats])
-            ndcg = np.concatenate([results[c][name][:, 1] for c in cats])
-            print(f"  {name}: P@10 {p10.mean():.3f} ±{_se(p10):.3f}, nDCG@10 {ndcg.mean():.3f} ±{_se(ndcg):.3f}")
-        for name in [m for m in methods if m not in ("random", "tfidf", "supervised")]:
-            diff = np.concatenate([results[c][name][:, 1] - results[c]["tfidf"][:, 1] for c in cats])
-            wins = sum(results[c][name][:, 1].mean() > results[c]["tfidf"][:, 1].mean() for c in cats)
-            line = (f"  {name} − tfidf: nDCG@10 {diff.mean():+.3f} ±{_se(diff):.3f} (paired), "
-                    f"above tfidf in {wins}/{len(cats)} categories")
-            if "supervised" in methods:
-                gap = np.mean([results[c]["supervised"][:, 1].mean() - results[c]["tfidf"][:, 1].mean() for c in cats])
-                line += f"; share of the tfidf → supervised gap closed: {diff.mean() / gap:.0%}" if gap > 0 else ""
-            print(line)
-    if "seeds-only" in methods:
-        cats = list(results)
-        diff = np.concatenate([results[c]["seeds-only"][:, 1] - results[c]["hybrid"][:, 1] for c in cats])
-        bare = np.concatenate([results[c]["no-bg"][:, 1] - results[c]["hybrid"][:, 1] for c in cats])
-        print(f"\ncold start (all categories, hybrid): seeds-only store − full-sample store nDCG@10 {diff.mean():+.4f} "
-              f"±{_se(diff):.4f}; without the background {bare.mean():+.4f} ±{_se(bare):.4f}")
+# -- the anchors ----------------------------------------------------------------------------------------
 
 
-def floor_table(pools: dict[str, list[list[Paper]]], corpus: CorpusStats, settings: SelectSettings,
-                main: tuple[str, ...], dense: object = None) -> None:
-    """Pooled precision and recall of `relevance >= level` over every paper of every pool."""
-    counts: dict[str, np.ndarray] = {}
-    for category, cat_pools in pools.items():
-        subscriber = Subscriber(email="bench@example.org", interests=(Interest(category, tuple(PROFILES[category])),))
-        c = np.zeros((len(FLOOR_LEVELS), 3))  # passed, passed and relevant, relevant
-        for papers in cat_pools:
-            relevance = Scores(Pool(papers, corpus, dense=dense), subscriber, settings, Signals()).relevance  # type: ignore[arg-type]
-            labels = np.array([category in p.categories for p in papers])
-            for n, level in enumerate(FLOOR_LEVELS):
-                passed = relevance >= level
-                c[n] += (passed.sum(), (passed & labels).sum(), labels.sum())
-        counts[category] = c
-    kind = "hybrid (dense similarity on)" if dense is not None else "keywords alone"
-    print(f"\nfloor, {kind}: pooled precision / recall of relevance >= level (every paper of every pool)")
-    print(f"| level | {' | '.join(counts)} | 8 main | all |")
-    print(f"|---:|{'---:|' * (len(counts) + 2)}")
-    for n, level in enumerate(FLOOR_LEVELS):
-        def cell(c: np.ndarray, n: int = n) -> str:
-            return f"{c[n, 1] / max(c[n, 0], 1):.2f} / {c[n, 1] / c[n, 2]:.2f}"
-        main_sum = sum(counts[c] for c in main if c in counts)
-        print(f"| {level} | {' | '.join(cell(c) for c in counts.values())} | "
-              f"{cell(main_sum) if isinstance(main_sum, np.ndarray) else '-'} | {cell(sum(counts.values()))} |")
-
-
-def cuts(score: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Papers passed and relevant papers passed by every threshold `score >= t` (t over the distinct scores, and
-    above them all): a cut of the ranking never splits papers with the same score."""
-    order = np.argsort(-score, kind="stable")
-    ranked, relevant = score[order], labels[order]
-    passed = np.arange(len(ranked) + 1)
-    hits = np.concatenate([[0], np.cumsum(relevant)])
-    ends = np.concatenate([[True], ranked[:-1] != ranked[1:], [True]]) if len(ranked) else np.array([True])
-    return passed[ends], hits[ends]
-
-
-def best_cut(score: np.ndarray, labels: np.ndarray, precision: float = CEILING_PRECISION) -> tuple[int, int]:
-    """(passed, relevant passed) of the threshold that lets through the most relevant papers at a precision of
-    at least `precision` (0, 0 when none reaches it)."""
-    passed, hits = cuts(score, labels)
-    ok = hits >= precision * passed - 1e-9
-    best = int(np.flatnonzero(ok)[np.argmax(hits[ok])])
-    return int(passed[best]), int(hits[best])
-
-
-def oracle_pooled(per_pool: list[tuple[np.ndarray, np.ndarray]],
-                  precision: float = CEILING_PRECISION) -> tuple[int, int]:
-    """(passed, relevant passed) of the per-pool cuts that let through the most relevant papers at a precision of at
-    least `precision` over all pools together (each pool may fall below it).
-
-    Lagrangian relaxation (each pool maximises hits + mu × (hits − precision × passed), mu the smallest found that
-    meets the precision), then greedily any cut that passes more relevant papers while the slack allows: a feasible
-    choice, near the exact optimum (a knapsack) but not always at it.
-    """
-    def choose(mu: float) -> list[int]:
-        return [int(np.argmax(hits + mu * (hits - precision * passed))) for passed, hits in per_pool]
-
-    def slack(chosen: list[int]) -> float:
-        return sum(float(h[c] - precision * p[c]) for (p, h), c in zip(per_pool, chosen, strict=True))
-
-    low, high = 0.0, 1.0
-    while slack(choose(high)) < -1e-9:
-        high *= 2
-    for _ in range(50):
-        mid = (low + high) / 2
-        low, high = (mid, high) if slack(choose(mid)) < -1e-9 else (low, mid)
-    chosen = choose(high)
-    room = slack(chosen)
-    while True:  # the move that gains the most relevant papers within the slack left
-        best: tuple[int, int, int] | None = None
-        for n, ((passed, hits), c) in enumerate(zip(per_pool, chosen, strict=True)):
-            cost = (hits[c] - precision * passed[c]) - (hits - precision * passed)
-            gain = hits - hits[c]
-            ok = np.flatnonzero((gain > 0) & (cost <= room + 1e-9))
-            if len(ok):
-                j = int(ok[np.argmax(gain[ok])])
-                if best is None or gain[j] > best[0]:
-                    best = (int(gain[j]), n, j)
-        if best is None:
-            break
-        _, n, j = best
-        passed, hits = per_pool[n]
-        room -= float((hits[chosen[n]] - precision * passed[chosen[n]]) - (hits[j] - precision * passed[j]))
-        chosen[n] = j
-    return (sum(int(p[c]) for (p, _), c in zip(per_pool, chosen, strict=True)),
-            sum(int(h[c]) for (_, h), c in zip(per_pool, chosen, strict=True)))
-
-
-def floor_ceiling(pools: dict[str, list[list[Paper]]], scorers: dict[str, Scorer], main: tuple[str, ...]) -> None:
-    """How much recall any floor could reach at precision CEILING_PRECISION, over every paper of every pool of the
-    main categories, for each method's scores: (a) one threshold for every pool and category; (b) a cut per pool
-    chosen knowing the labels, each pool at that precision (the oracle of BENCHMARKS.md's floor section); (c) a cut
-    per pool knowing the labels, the precision reached over all pools together; (d) one threshold per category
-    (per interest) knowing the labels, the precision reached over all categories together: what a perfect
-    calibration of each interest, the same on every day, could reach."""
-    cats = [c for c in main if c in pools]
-    data: dict[str, dict[str, list[tuple[np.ndarray, np.ndarray]]]] = {name: {c: [] for c in cats} for name in scorers}
-    for category in cats:
-        for pool in pools[category]:
-            labels = np.array([category in p.categories for p in pool])
-            for name, scorer in scorers.items():
-                data[name][category].append((np.asarray(scorer(pool, category), dtype=np.float64), labels))
-        print(f"  {category}", file=sys.stderr, flush=True)
-    relevant = {c: sum(int(y.sum()) for _, y in data[next(iter(data))][c]) for c in cats}
-    total = sum(relevant.values())
-
-    def cell(passed: int, hits: int, of: int) -> str:
-        return f"{hits / of:.2f} / {hits / passed:.2f}" if passed else "0.00 / –"
-
-    p = CEILING_PRECISION
-    print(f"\nfloor ceiling: recall / precision at precision >= {p}, pooled over every paper of every pool of "
-          f"{len(cats)} categories ({', '.join(cats)}; {total} relevant papers)")
-    print("| scores | (a) one global threshold | (b) oracle cut per pool, each pool at the precision "
-          "| (c) oracle cut per pool, pooled precision | (d) oracle threshold per category, pooled precision |")
-    print("|---|---:|---:|---:|---:|")
-    per_category: dict[str, list[str]] = {}
-    for name, by_cat in data.items():
-        every = [pair for c in cats for pair in by_cat[c]]
-        a = best_cut(np.concatenate([s for s, _ in every]), np.concatenate([y for _, y in every]))
-        b_cat = {c: np.sum([best_cut(s, y) for s, y in by_cat[c]], axis=0) for c in cats}
-        b = np.sum(list(b_cat.values()), axis=0)
-        c_ = oracle_pooled([cuts(s, y) for s, y in every])
-        d = oracle_pooled([cuts(np.concatenate([s for s, _ in by_cat[c]]), np.concatenate([y for _, y in by_cat[c]]))
-                           for c in cats])
-        print(f"| {name} | {cell(*a, total)} | {cell(int(b[0]), int(b[1]), total)} | {cell(*c_, total)} "
-              f"| {cell(*d, total)} |")
-        per_category[name] = [f"{b_cat[c][1] / relevant[c]:.2f}" for c in cats]
-    print(f"\n(b) per category: recall of the oracle cut per pool (each pool at precision >= {p})")
-    print(f"| scores | {' | '.join(cats)} |")
-    print(f"|---|{'---:|' * len(cats)}")
-    for name, row in per_category.items():
-        print(f"| {name} | {' | '.join(row)} |")
-
-
-def relevance_scores(corpus: CorpusStats, settings: SelectSettings, dense: object = None) -> Scorer:
-    """Our calibrated relevance (what `select.min_relevance` is compared with)."""
-    def score(pool: list[Paper], category: str) -> np.ndarray:
-        subscriber = Subscriber(email="bench@example.org", interests=(Interest(category, tuple(PROFILES[category])),))
-        return Scores(Pool(pool, corpus, dense=dense), subscriber, settings, Signals()).relevance  # type: ignore[arg-type]
+def random_method(seed: int) -> Method:
+    def score(case: Case, _: Profile) -> np.ndarray:
+        return np.random.default_rng([seed, int(case.rows[0])]).random(len(case.rows))
     return score
 
 
-def seed_corpus() -> CorpusStats:
-    """Term statistics of a store holding only the 197 seed papers (a new install)."""
-    from digest.sources import iter_paths, parse_file
+def paper_texts(sample: Sample, rows: np.ndarray) -> list[str]:
+    return [f"{sample.papers[n].title} {sample.papers[n].abstract}" for n in rows.tolist()]
 
-    papers = {}
-    for path in iter_paths([ROOT / "seeds"]):
-        for paper in parse_file(path, seen_on=DAY).papers:
-            papers.setdefault(paper.key, paper)
-    return CorpusStats.of(list(papers.values()))
+
+class Tfidf:
+    """arxiv-sanity-lite's tf-idf (its compute.py settings), fitted on the whole store."""
+
+    def __init__(self, sample: Sample) -> None:
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        self.sample = sample
+        self.vectorizer = TfidfVectorizer(strip_accents="unicode", lowercase=True, analyzer="word",
+                                          stop_words="english", token_pattern=r"(?u)\b[a-zA-Z_][a-zA-Z0-9_]+\b",
+                                          ngram_range=(1, 2), max_features=20000, norm="l2", use_idf=True,
+                                          smooth_idf=True, sublinear_tf=True, max_df=0.1, min_df=5,
+                                          dtype=np.float32)
+        self.matrix = self.vectorizer.fit_transform(paper_texts(sample, np.arange(len(sample.papers)))).tocsr()
+        self._svms: dict[tuple[int, ...], object] = {}
+
+    def cosine(self, case: Case, profile: Profile) -> np.ndarray:
+        """Query text (or the library's centroid) against each paper."""
+        if profile.style == "library":
+            query = np.asarray(self.matrix[profile.library].mean(axis=0))
+            return np.asarray(self.matrix[case.rows] @ query.T).ravel()
+        return (self.matrix[case.rows] @ self.vectorizer.transform([profile.text()]).T).toarray().ravel()
+
+    def svm(self, case: Case, profile: Profile) -> np.ndarray:
+        """arxiv-sanity-lite's per-tag SVM: the library against every other paper of the store (one fit per library)."""
+        from sklearn.svm import LinearSVC
+
+        key = tuple(profile.library.tolist())
+        if key not in self._svms:
+            labels = np.zeros(self.matrix.shape[0], dtype=np.int64)
+            labels[profile.library] = 1
+            self._svms[key] = LinearSVC(class_weight="balanced", max_iter=10000, tol=1e-6, C=0.01).fit(
+                self.matrix, labels)
+        return self._svms[key].decision_function(self.matrix[case.rows])  # type: ignore[no-any-return]
+
+
+class Bm25s:
+    """A stock library call: `bm25s` with Snowball stems and English stop words, each pool indexed."""
+
+    def __init__(self, sample: Sample) -> None:
+        import Stemmer
+
+        self.sample, self.stemmer = sample, Stemmer.Stemmer("english")
+
+    def score(self, case: Case, profile: Profile) -> np.ndarray:
+        import bm25s
+
+        texts = paper_texts(self.sample, case.rows)
+        retriever = bm25s.BM25()
+        retriever.index(bm25s.tokenize(texts, stopwords="en", stemmer=self.stemmer, show_progress=False),
+                        show_progress=False)
+        query = " ".join(paper_texts(self.sample, profile.library)) if profile.style == "library" else profile.text()
+        tokens = bm25s.tokenize([query], stopwords="en", stemmer=self.stemmer, return_ids=False,
+                                show_progress=False)[0]
+        return retriever.get_scores(tokens)
+
+
+class Neural:
+    """The built-in text model, untuned: cosine of the profile's text (or library centroid) with each paper."""
+
+    def __init__(self, sample: Sample) -> None:
+        from digest.select.neural import load
+
+        self.sample, self.model = sample, load()
+        self._texts: dict[str, np.ndarray] = {}
+
+    def query(self, text: str) -> np.ndarray:
+        if text not in self._texts:
+            self._texts[text] = self.model.embed([text])[0]
+        return self._texts[text]
+
+    def cosine(self, case: Case, profile: Profile) -> np.ndarray:
+        vectors = self.sample.vectors
+        assert vectors is not None
+        query = vectors[profile.library].mean(axis=0) if profile.style == "library" else self.query(profile.text())
+        return vectors[case.rows] @ query
+
+    def zotero(self, case: Case, profile: Profile) -> np.ndarray:
+        """zotero-arxiv-daily's scoring: similarity to each library paper, the most recently added weighing most
+        (weights 1 / (1 + log10(rank + 1)), normalised; the library's order is the order of adding, newest first)."""
+        vectors = self.sample.vectors
+        assert vectors is not None
+        weights = 1 / (1 + np.log10(np.arange(len(profile.library)) + 1))
+        weights /= weights.sum()
+        return (vectors[case.rows] @ vectors[profile.library].T) @ weights * 10
+
+
+class Supervised:
+    """Logistic regression on the true labels of every store paper outside the category's pools (a ceiling)."""
+
+    def __init__(self, sample: Sample, tfidf: Tfidf, pools: dict[str, list[np.ndarray]]) -> None:
+        self.sample, self.tfidf, self.pools = sample, tfidf, pools
+        self.models: dict[str, object] = {}
+
+    def score(self, case: Case, _: Profile) -> np.ndarray:
+        from sklearn.linear_model import LogisticRegression
+
+        if case.category not in self.models:
+            labels = np.array([case.category in c for c in self.sample.categories])
+            outside = np.ones(len(labels), dtype=bool)
+            outside[np.concatenate(self.pools[case.category])] = False
+            self.models[case.category] = LogisticRegression(C=10, class_weight="balanced", max_iter=2000).fit(
+                self.tfidf.matrix[outside], labels[outside])
+        return self.models[case.category].decision_function(self.tfidf.matrix[case.rows])  # type: ignore[attr-defined]
+
+
+# -- ours -------------------------------------------------------------------------------------------------
+
+
+def sample_embedder(sample: Sample) -> object:
+    """The product's embedder with the sample's papers read from bench/embed_sample.py's cache (by store id), as a
+    store holding them would serve them; query texts and libraries go through the product's code."""
+    from digest.select.dense import DenseEmbedder
+
+    class SampleEmbedder(DenseEmbedder):
+        def papers(self, papers: Sequence[Paper]) -> np.ndarray:
+            vectors = sample.vectors
+            assert vectors is not None
+            if all(p.store_id is not None for p in papers):
+                return vectors[[p.store_id - 1 for p in papers]]  # type: ignore[operator]
+            return super().papers(papers)
+
+    return SampleEmbedder()
+
+
+class Ours:
+    """The product's own selector on a pool: its digest order (diversity included) and calibrated relevance."""
+
+    def __init__(self, sample: Sample, settings: object = None, *, dense: object = "default") -> None:
+        from digest.select import CorpusStats, SelectSettings
+
+        self.sample = sample
+        self.settings = settings if settings is not None else SelectSettings()
+        self.corpus = CorpusStats()
+        self.corpus.add_texts((p.store_id, p.title, p.abstract) for p in sample.papers)  # type: ignore[misc]
+        self.dense = self._dense() if dense == "default" else dense
+        self._pools: dict[tuple[int, ...], object] = {}
+        self.relevance: dict[tuple[str, str, tuple[int, ...]], np.ndarray] = {}
+
+    def _dense(self) -> object:
+        return sample_embedder(self.sample)
+
+    def pool(self, case: Case) -> object:
+        from digest.select import Pool
+
+        key = tuple(case.rows.tolist())
+        if key not in self._pools:
+            papers = [replace(self.sample.papers[n], listed_on=DAY, published=DAY) for n in case.rows.tolist()]
+            self._pools.clear()  # one pool at a time: every profile of a pool is ranked before the next
+            self._pools[key] = Pool(papers, self.corpus, dense=self.dense)
+        return self._pools[key]
+
+    def subscriber(self, profile: Profile) -> tuple[object, object]:
+        from digest.models import Interest, Subscriber
+        from digest.select import Signals
+
+        seeds = {}
+        refs: tuple[str, ...] = ()
+        if profile.style == "library":
+            papers = [self.sample.papers[n] for n in profile.library.tolist()]
+            refs = tuple(p.arxiv_id or p.title for p in papers)
+            seeds = dict(zip(refs, papers, strict=True))
+        interest = Interest("Interest", profile.keywords, description=profile.description, seed_papers=refs)
+        return Subscriber(email="bench@example.org", interests=(interest,)), Signals(seeds=seeds)
+
+    def score(self, case: Case, profile: Profile, clicks: object = None) -> np.ndarray:
+        """The digest's ten picks in order (10 … 1), the other papers after them by relevance (`clicks`: Signals
+        with the reader's marks)."""
+        from digest.select import rank
+        from digest.select.scores import Scores
+
+        pool = self.pool(case)
+        subscriber, signals = self.subscriber(profile)
+        if clicks is not None:
+            signals = replace(signals, liked=clicks.liked, disliked=clicks.disliked)  # type: ignore[attr-defined]
+        relevance = Scores(pool, subscriber, self.settings, signals).relevance  # type: ignore[arg-type]
+        self.relevance[(case.category, profile.style, tuple(case.rows[:3].tolist()))] = relevance
+        picks = rank(pool, subscriber, day=DAY, settings=self.settings, signals=signals, limit=10, parts=False)
+        out = relevance - 1000.0
+        at = {p.store_id: n for n, p in enumerate(pool.papers)}  # type: ignore[attr-defined]
+        for n, r in enumerate(picks):
+            out[at[r.paper.store_id]] = 10.0 - n
+        return out
+
+
+# -- the run and its report -----------------------------------------------------------------------------
+
+LIBRARY_ONLY = ("svm", "zotero")
+FLOOR_LEVELS = (0.3, 0.4, 0.5, 0.6, 0.7)
+
+
+@dataclass
+class Results:
+    """(P@10, nDCG@10) of every pool, per style, category and method; the floor's counts per style and level."""
+
+    scores: dict[str, dict[str, dict[str, list[tuple[float, float]]]]] = field(default_factory=dict)
+    floor: dict[str, np.ndarray] = field(default_factory=dict)  # style → levels × (passed, hits, relevant)
+
+    def add(self, style: str, category: str, method: str, value: tuple[float, float]) -> None:
+        self.scores.setdefault(style, {}).setdefault(category, {}).setdefault(method, []).append(value)
+
+    def array(self, style: str, category: str, method: str) -> np.ndarray:
+        return np.array(self.scores[style][category][method])
+
+
+def evaluate(sample: Sample, methods: dict[str, Method], pools: dict[str, list[np.ndarray]],
+             profiles: dict[tuple[str, str], Profile], styles: Sequence[str],
+             relevance: Callable[[], np.ndarray | None], min_relevance: float) -> Results:
+    """Every method on every pool for every profile; `relevance` gives the calibrated relevance of the last
+    `hybrid` call (the floor reads it)."""
+    results = Results()
+    for category, cat_pools in pools.items():
+        for rows in cat_pools:
+            labels = np.array([category in sample.categories[n] for n in rows.tolist()])
+            case = Case(category, rows, labels)
+            for style in styles:
+                profile = profiles[(category, style)]
+                for name, method in methods.items():
+                    if name in LIBRARY_ONLY and style != "library":
+                        continue
+                    results.add(style, category, name, precision_ndcg(method(case, profile), labels))
+                    if name == "hybrid":
+                        found = relevance()
+                        if found is not None:
+                            counts = results.floor.setdefault(style, np.zeros((len(FLOOR_LEVELS), 3)))
+                            for n, level in enumerate(FLOOR_LEVELS):
+                                passed = found >= level
+                                counts[n] += (passed.sum(), (passed & labels).sum(), labels.sum())
+        line = "  ".join(f"{style}: " + " ".join(f"{m} {results.array(style, category, m)[:, 1].mean():.3f}"
+                                                  for m in results.scores[style][category]) for style in styles)
+        print(f"  {category}  {line}", file=sys.stderr, flush=True)
+    return results
+
+
+def report(results: Results, anchors: Sequence[str], min_relevance: float) -> None:
+    for style, by_category in results.scores.items():
+        cats = list(by_category)
+        methods = list(next(iter(by_category.values())))
+        print(f"\n### {style}: P@10 / nDCG@10 (± standard error of the nDCG mean over pools)\n")
+        print(f"| category | {' | '.join(methods)} |")
+        print(f"|---|{'---:|' * len(methods)}")
+        for c in cats:
+            cells = " | ".join(f"{v[:, 0].mean():.2f} / {v[:, 1].mean():.3f} ±{se(v[:, 1]):.3f}"
+                               for v in (results.array(style, c, m) for m in methods))
+            print(f"| {c} | {cells} |")
+        means = []
+        for m in methods:
+            both = np.concatenate([results.array(style, c, m) for c in cats])
+            means.append(f"{both[:, 0].mean():.3f} / {both[:, 1].mean():.3f} ±{se(both[:, 1]):.3f}")
+        print(f"| **mean** | {' | '.join(means)} |")
+        if "hybrid" not in methods:
+            continue
+        print()
+        for anchor in [a for a in anchors if a in methods and a != "hybrid"]:
+            for k, label in ((1, "nDCG@10"), (0, "P@10")):
+                diff = np.concatenate([results.array(style, c, "hybrid")[:, k] - results.array(style, c, anchor)[:, k]
+                                       for c in cats])
+                wins = sum(results.array(style, c, "hybrid")[:, k].mean()
+                           > results.array(style, c, anchor)[:, k].mean() for c in cats)
+                print(f"- hybrid − {anchor}: {label} {diff.mean():+.3f} ±{se(diff):.3f} (paired over {len(diff)} "
+                      f"pools), above it in {wins} of {len(cats)} categories")
+    if results.floor:
+        print("\n### the floor: precision / recall of relevance ≥ level, pooled over every paper of every pool\n")
+        print(f"| level | {' | '.join(results.floor)} | pooled |")
+        print(f"|---:|{'---:|' * (len(results.floor) + 1)}")
+        total = sum(results.floor.values())
+        for n, level in enumerate(FLOOR_LEVELS):
+            def cell(c: np.ndarray, n: int = n) -> str:
+                return f"{c[n, 1] / max(c[n, 0], 1):.2f} / {c[n, 1] / max(c[n, 2], 1):.2f}"
+            mark = " (default)" if abs(level - min_relevance) < 1e-9 else ""
+            print(f"| {level}{mark} | {' | '.join(cell(c) for c in results.floor.values())} | {cell(total)} |")
+
+
+# -- feedback: clicks that teach ---------------------------------------------------------------------------
+
+
+def feedback_curve(sample: Sample, chosen: str, categories: Sequence[str], readers: int, days: int, seed: int,
+                   style: str = "keywords") -> None:
+    """The simulated reader of issue 26: each day a new pool, the digest's top 10, a random half of them marked
+    (*more* when of the category, *less* when not); the next day ranks with every mark so far. The same pools
+    ranked with no clicks are the paired baseline. Reported: P@10 per day (mean over readers, standard error)
+    with clicks, without, and the paired difference; the target reads days 4-10."""
+    from digest.select import SelectSettings, Signals
+
+    ours = Ours(sample, SelectSettings())
+    rng = random.Random(seed)
+    with_clicks = np.zeros((0, days))
+    without = np.zeros((0, days))
+    for category in categories:
+        for _ in range(readers):
+            pools = make_pools(sample, category, days, rng)
+            library = make_library(sample, category, pools, rng)
+            profile = profiles_for(category, chosen, style, library)
+            liked: list[Paper] = []
+            disliked: list[Paper] = []
+            row_with, row_without = [], []
+            for rows in pools:
+                labels = np.array([category in sample.categories[n] for n in rows.tolist()])
+                case = Case(category, rows, labels)
+                base = ours.score(case, profile)
+                row_without.append(precision_ndcg(base, labels)[0])
+                signals = Signals(liked=tuple(liked), disliked=tuple(disliked))
+                scores = ours.score(case, profile, signals)
+                row_with.append(precision_ndcg(scores, labels)[0])
+                top = np.lexsort((np.arange(len(scores)), -scores))[:10]
+                for j in rng.sample(top.tolist(), 5):
+                    paper = sample.papers[int(rows[j])]
+                    (liked if labels[j] else disliked).append(paper)
+            with_clicks = np.vstack([with_clicks, row_with])
+            without = np.vstack([without, row_without])
+        print(f"  {category}: with clicks {with_clicks[-readers:, 3:].mean():.3f}, without "
+              f"{without[-readers:, 3:].mean():.3f} (days 4-{days})", file=sys.stderr, flush=True)
+    diff = with_clicks - without
+    print(f"\n### feedback: P@10 by day, {len(with_clicks)} simulated readers ({readers} per category, {style} "
+          f"profiles of set {chosen}), half of each day's top 10 marked\n")
+    print("| day | with clicks | no clicks | difference (paired) |")
+    print("|---:|---:|---:|---:|")
+    for d in range(days):
+        print(f"| {d + 1} | {with_clicks[:, d].mean():.3f} ±{se(with_clicks[:, d]):.3f} | "
+              f"{without[:, d].mean():.3f} ±{se(without[:, d]):.3f} | {diff[:, d].mean():+.3f} ±{se(diff[:, d]):.3f} |")
+    late = diff[:, 3:].mean(axis=1)
+    print(f"\ndays 4-{days}: with clicks {with_clicks[:, 3:].mean():.3f}, without {without[:, 3:].mean():.3f}, "
+          f"difference {late.mean():+.3f} ±{se(late):.3f} (paired over readers)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=DEFAULT_DATA, help="the arXiv sample (default: $DIGEST_ARXIV_SAMPLE)")
-    parser.add_argument("--profiles", default="B", choices=sorted(SETS), help="profile set (A: tuning, B: report)")
-    parser.add_argument("--pools", type=int, default=30, help="pools per category")
-    parser.add_argument("--pool-size", type=int, default=300)
-    parser.add_argument("--min-positives", type=int, default=20)
-    parser.add_argument("--seed", type=int, default=2)
-    parser.add_argument("--semantic", choices=("auto", "on", "off"), default="auto")
-    parser.add_argument("--cache", type=Path, default=ROOT / "bench" / "out" / "embeddings.db",
-                        help="SQLite file caching paper embeddings between runs")
-    parser.add_argument("--no-supervised", action="store_true", help="skip the supervised reference (faster)")
-    parser.add_argument("--feedback", action="store_true", help="the ten-day feedback curve instead")
-    parser.add_argument("--held-out", type=int, default=3,
-                        help="--feedback: fixed evaluation pools per simulated subscriber (0: the day curve only)")
-    parser.add_argument("--floor", action="store_true", help="only the floor tables (hybrid and keywords alone)")
-    parser.add_argument("--floor-ceiling", action="store_true",
-                        help="only the recall a floor could reach at precision 0.75 (thresholds, per-pool oracles)")
-    parser.add_argument("--scale", action="store_true", help="time ranking for many subscribers instead")
-    parser.add_argument("--subscribers", type=int, default=None, help="--scale: 100000; --feedback: 4 per category")
-    parser.add_argument("--papers", type=int, default=1000)
-    parser.add_argument("--categories", nargs="*", help="only these categories (--feedback: default the 8 main ones)")
+    parser.add_argument("--data", default=DEFAULT_DATA)
+    parser.add_argument("--set", default="R", choices=("T", "R"), help="profile set (T: tuning, R: report)")
+    parser.add_argument("--seed", type=int, default=None, help="pool seed (default: 1 for T, 2 for R)")
+    parser.add_argument("--pools", type=int, default=6, help="pools per category")
+    parser.add_argument("--categories", nargs="*", help="default: set T's ten, set R's twenty")
+    parser.add_argument("--styles", nargs="*", default=None)
+    parser.add_argument("--methods", nargs="*", default=None,
+                        help="default: random tfidf bm25s neural svm zotero lexical hybrid supervised")
+    parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--feedback", action="store_true", help="the feedback curve instead (simulated readers)")
+    parser.add_argument("--readers", type=int, default=2, help="--feedback: simulated readers per category")
+    parser.add_argument("--days", type=int, default=10, help="--feedback: days each reader is followed")
+    parser.add_argument("--scale", action="store_true", help="time ranking for many subscribers instead (scale.py)")
+    parser.add_argument("--subscribers", type=int, default=100_000, help="--scale: generated subscribers")
+    parser.add_argument("--papers", type=int, default=1000, help="--scale: papers in the pool")
+    parser.add_argument("--words-only", action="store_true", help="--scale: without the text model")
     args = parser.parse_args()
-    PROFILES.clear()
-    PROFILES.update({c: k for c, k in SETS[args.profiles].items() if not args.categories or c in args.categories})
+    seed = args.seed if args.seed is not None else (1 if args.set == "T" else 2)
+    categories = args.categories or (TUNING_CATEGORIES if args.set == "T" else written.CATEGORIES)
+    styles = args.styles or ([*STYLES, "keywords2"] if args.set == "R" else list(STYLES))
+    wanted = args.methods or ["random", "tfidf", "bm25s", "neural", "svm", "zotero", "lexical", "hybrid",
+                              "supervised"]
     sample = load(args.data)
+    load_vectors(sample, args.max_tokens)
     if args.scale:
         from scale import run_scale
 
-        run_scale(sample.papers, args.papers, args.subscribers or 100_000, args.seed)
+        run_scale(sample.papers, args.papers, args.subscribers, seed,
+                  dense=None if args.words_only else sample_embedder(sample))
         return
-    corpus = sample_corpus(sample)
-    settings = SelectSettings()
     if args.feedback:
-        from feedback import feedback_curve
+        feedback_curve(sample, args.set, categories, args.readers, args.days, seed)
+        return
+    rng = random.Random(seed)
+    pools = {c: make_pools(sample, c, args.pools, rng) for c in categories}
+    libraries = {c: make_library(sample, c, pools[c], rng) for c in categories}
+    profiles = {(c, s): profiles_for(c, args.set, s, libraries[c]) for c in categories for s in styles}
+    tfidf = Tfidf(sample)
+    methods: dict[str, Method] = {}
+    ours: Ours | None = None
+    for name in wanted:
+        if name == "random":
+            methods[name] = random_method(seed)
+        elif name == "tfidf":
+            methods[name] = tfidf.cosine
+        elif name == "bm25s":
+            methods[name] = Bm25s(sample).score
+        elif name == "neural":
+            neural = Neural(sample)
+            methods[name] = neural.cosine
+        elif name == "zotero":
+            methods[name] = Neural(sample).zotero
+        elif name == "svm":
+            methods[name] = tfidf.svm
+        elif name == "hybrid-nodiv":  # the same relevance, ranked without the digest's diversity step
+            from digest.select import SelectSettings
 
-        feedback_curve(sample, corpus, settings, args.subscribers or 4, args.seed, args.categories or MAIN,
-                       SETS[args.profiles], with_supervised=not args.no_supervised, held_out=args.held_out)
-        return
-    rng = random.Random(args.seed)
-    pools = {c: make_pools(sample, c, args.pools, args.pool_size, args.min_positives, rng) for c in PROFILES}
-    seeds = seed_corpus()
-    from digest.select.dense import DenseEmbedder
+            methods[name] = Ours(sample, replace(SelectSettings(), diversity=0.0)).score
+        elif name in ("lexical", "hybrid"):
+            from digest.select import SelectSettings
 
-    dense = DenseEmbedder()
-    if args.floor:
-        floor_table(pools, corpus, settings, MAIN, dense)
-        floor_table(pools, corpus, replace(settings, dense_weight=0.0), MAIN)
-        return
-    if args.floor_ceiling:
-        print(f"profiles {args.profiles}, seed {args.seed}, {args.pools} pools of {args.pool_size} per category")
-        alone = replace(settings, dense_weight=0.0)
-        scorers: dict[str, Scorer] = {"tfidf": tfidf_scores(sample),
-                                      "ours (keywords alone)": relevance_scores(corpus, alone),
-                                      "hybrid": relevance_scores(corpus, settings, dense)}
-        if not args.no_supervised:
-            scorers["supervised"] = supervised_scores(sample, pools)
-        floor_ceiling(pools, scorers, MAIN)
-        return
-    methods: dict[str, Method] = {"random": random_method, "tfidf": tfidf_method(sample),
-                                  "ours": ours_method(sample, corpus, settings),
-                                  "hybrid": ours_method(sample, corpus, settings, dense=dense)}
-    embedder = semantic_embedder(args.semantic, args.cache)
-    if embedder is not None:
-        methods["ours+sem"] = ours_method(sample, corpus, replace(settings, semantic_weight=SEMANTIC_WEIGHT), embedder)
-    methods["seeds-only"] = ours_method(sample, seeds, settings, dense=dense)
-    methods["no-bg"] = ours_method(sample, seeds, settings, background=False, dense=dense)
-    if not args.no_supervised:
-        methods["supervised"] = supervised_method(sample, pools)
-    print(f"profiles {args.profiles}, seed {args.seed}, {args.pools} pools of {args.pool_size} per category")
-    report(evaluate(methods, pools, args.seed), pools, MAIN)
-    floor_table(pools, corpus, settings, MAIN, dense)
+            settings = SelectSettings()
+            if name == "lexical":
+                methods[name] = Ours(sample, replace(settings, text_model=0.0), dense=None).score
+            else:
+                ours = Ours(sample, settings)
+                methods[name] = ours.score
+        elif name == "supervised":
+            methods[name] = Supervised(sample, tfidf, pools).score
+    last: dict[str, np.ndarray | None] = {"relevance": None}
+
+    def relevance() -> np.ndarray | None:
+        if ours is None or not ours.relevance:
+            return None
+        return ours.relevance.popitem()[1]
+
+    min_relevance = ours.settings.min_relevance if ours is not None else 0.5  # type: ignore[attr-defined]
+    print(f"set {args.set}, seed {seed}, {args.pools} pools of {POOL_SIZE} ({POSITIVES} of the category) per "
+          f"category, {len(categories)} categories, library of {LIBRARY_SIZE}")
+    results = evaluate(sample, methods, pools, profiles, styles, relevance, min_relevance)
+    report(results, ["random", "tfidf", "bm25s", "neural", "svm", "zotero", "lexical", "supervised"], min_relevance)
+    del last
 
 
 if __name__ == "__main__":

@@ -3,33 +3,39 @@
 Subscribers have 1–3 interests from the topic table, each a random subset of its keywords plus one
 word of their own drawn from the 5,000 commonest title words (so distinct keywords number in the
 thousands, as real profiles would). Every tenth subscriber is trending-only. Half of those with
-interests have clicked: they carry a learned model (`learn.FeedbackModel`, MAX_TERMS weights over
-terms of the pool, as a model learned from their clicks would have) and a few received papers.
-Timed: building the pool index, then `rank_many` (the sparse products, the calibration, the learned
-models, the top 10 per subscriber) for the first 10,000 subscribers and for all of them; memory:
-the peak traced by tracemalloc during a second run of each ranking (numpy and scipy report their
-buffers to it; tracing slows Python down, so the timed run is untraced) and the process's peak
-resident size.
+interests have clicked: they carry a learned model (`learn.FeedbackModel`: weights and a Rocchio
+direction in the text model's space, as a model learned from their clicks would have) and a few
+received papers. With the text model (the default) every interest's profile is made first, as an
+import makes them, and kept in a throwaway SQLite store's cache (timed apart: it is not a send's
+work); a send reads them back a chunk of subscribers at a time.
+Timed: building the pool index, then `rank_many` (the sparse products, the text model's exact
+products, the fusion and calibration, the learned models, the top 10 per subscriber) for the first
+10,000 subscribers and for all of them; memory: the peak traced by tracemalloc during a second run of
+each ranking (numpy and scipy report their buffers to it; tracing slows Python down, so the timed run
+is untraced) and the process's peak resident size.
 """
 
 from __future__ import annotations
 
 import random
 import resource
+import tempfile
 import time
 import tracemalloc
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import date
+from typing import Any
 
 import numpy as np
 
 from digest.models import Interest, Paper, Subscriber
 from digest.select import CorpusStats, Pool, SelectSettings, Signals
 from digest.select.batch import rank_many
-from digest.select.learn import MAX_TERMS, FeedbackModel
+from digest.select.learn import FeedbackModel
+from digest.select.neural import DIM
 from digest.select.text import words
+from digest.store import Store
 
 DAY = date(2026, 7, 1)
 TOPICS = {
@@ -64,13 +70,12 @@ def make_subscribers(n: int, vocabulary: Sequence[str], seed: int) -> list[Subsc
 def make_signals(subscribers: Sequence[Subscriber], pool: Pool, seed: int) -> dict[str, Signals]:
     """A learned model and a few received papers for every other subscriber with interests."""
     rng = np.random.default_rng(seed)
-    cols = pool.index(SelectSettings().title_weight).cols
     out = {}
     for n, sub in enumerate(subscribers):
         if sub.interests and n % 2:
-            model = FeedbackModel(np.sort(rng.choice(cols, MAX_TERMS, replace=False)).astype(np.int32),
-                                  rng.normal(0, 1, MAX_TERMS).astype(np.float32), -1.0, int(rng.integers(1, 40)))
-            received = frozenset(int(i) for i in rng.choice(len(pool), 5) + 1)
+            model = FeedbackModel(rng.normal(0, 1, DIM).astype(np.float32), -1.0, int(rng.integers(1, 40)), 0.0, 5.0,
+                                  rng.normal(0, 0.3, DIM).astype(np.float32))
+            received = frozenset(int(pool.papers[i].store_id) for i in rng.choice(len(pool), 5))  # type: ignore[arg-type]
             out[sub.email] = Signals(received=received, model=model)
     return out
 
@@ -92,18 +97,30 @@ def timed_rank(pool: Pool, subscribers: list[Subscriber], settings: SelectSettin
     return seconds, peak
 
 
-def run_scale(papers: list[Paper], n_papers: int, n_subscribers: int, seed: int) -> None:
+def run_scale(papers: list[Paper], n_papers: int, n_subscribers: int, seed: int, dense: Any = None) -> None:
+    """`dense`: the text model's embedder over the sample (None: words alone)."""
     rng = random.Random(seed)
     corpus = CorpusStats()
     corpus.add_texts((p.store_id, p.title, p.abstract) for p in papers)  # type: ignore[misc]
     common = Counter(w for p in papers[:20000] for w in words(p.title))
     vocabulary = [w for w, _ in common.most_common(5000)]
     subscribers = make_subscribers(n_subscribers, vocabulary, seed)
-    settings = SelectSettings()
+    settings = SelectSettings(text_model=1.0 if dense is not None else 0.0)
+    profiles = 0.0
+    if dense is not None:
+        folder = tempfile.mkdtemp(prefix="scale-")
+        dense.store = Store(f"sqlite:///{folder}/profiles.db")
+        start = time.perf_counter()
+        for lo in range(0, len(subscribers), 2000):  # as an import makes them, a batch at a time
+            dense.interests([i for s in subscribers[lo:lo + 2000] for i in s.interests])
+        profiles = time.perf_counter() - start
+        dense._profiles.clear()  # a send starts with none in memory  # noqa: SLF001
     start = time.perf_counter()
-    chosen = [replace(p, store_id=n + 1) for n, p in enumerate(rng.sample(papers, n_papers))]
-    pool = Pool(chosen, corpus)
+    chosen = [p for p in rng.sample(papers, n_papers)]  # (store ids kept: the embedder finds their vectors by them)
+    pool = Pool(chosen, corpus, dense=dense)
     pool.index(settings.title_weight)
+    if dense is not None:
+        pool.dense_codes()
     build = time.perf_counter() - start
     signals = make_signals(subscribers, pool, seed)
     small = subscribers[: n_subscribers // 10]
@@ -113,7 +130,10 @@ def run_scale(papers: list[Paper], n_papers: int, n_subscribers: int, seed: int)
     interests = sum(len(s.interests) for s in subscribers)
     keywords = len({k for s in subscribers for i in s.interests for k in i.keywords})
     print(f"pool: {n_papers} papers (index built in {build:.2f} s); {n_subscribers} subscribers, "
-          f"{interests} interests, {keywords} distinct keywords, {len(signals)} learned models")
+          f"{interests} interests, {keywords} distinct keywords, {len(signals)} learned models; text model "
+          f"{'on' if dense is not None else 'off'}")
+    if dense is not None:
+        print(f"profiles_made_seconds: {profiles:.1f} (an import's work, for {interests} interests)")
     print(f"rank_{len(small)}_seconds: {small_seconds:.2f}")
     print(f"rank_{n_subscribers}_seconds: {big_seconds:.2f}")
     print(f"ratio: {big_seconds / small_seconds:.1f} (for {n_subscribers // len(small)}x the subscribers)")

@@ -4,8 +4,8 @@
     .venv/bin/python bench/select_many.py --profile [--subscribers 2000]   # cProfile of select_many's batches
 
 The end-to-end bench's workload (`e2e_site.py`): the 1,000 arXiv papers listed up to its day, its generated
-profiles (1–3 interests from the topic table, every tenth trending-only), dense similarity on as in a default
-install, the interests' dense vectors already at hand (a store keeps them from one run to the next). With
+profiles (1–3 interests from the topic table, every tenth trending-only), the text model on as in a default
+install, the interests' profiles already at hand (a store keeps them from one run to the next). With
 --feedback, every third subscriber has received 5 papers of the pool and marked a few (their models learned
 beforehand, as a run reads them from the store). Each way gets its own pool, warmed by one digest, so what
 is timed is the per-digest cost of a run (the pool's analysis is paid once per run either way): `select_many`
@@ -38,7 +38,6 @@ import e2e_site  # noqa: E402
 from digest.models import Digest, Interest, Paper, Subscriber  # noqa: E402
 from digest.select import Pool, SelectSettings, Signals, select_digest, select_many  # noqa: E402
 from digest.select.dense import DenseEmbedder  # noqa: E402
-from digest.select.pool import interest_text  # noqa: E402
 from digest.select.scores import feedback_model  # noqa: E402
 from digest.sources.jsonl import paper_of_object  # noqa: E402
 
@@ -116,8 +115,8 @@ def main() -> None:
     subscribers = make_subscribers(args.subscribers, SAMPLE, DAY, args.seed)
     embedder = DenseEmbedder()  # one model for both ways; query embeddings are kept in memory, as in a run
     signals = make_signals(subscribers, Pool(papers, dense=embedder), settings, args.feedback, args.seed)
-    # the interests' texts embedded beforehand, as the store keeps them from one run to the next
-    embedder.texts([interest_text(i) for s in subscribers for i in s.interests])
+    # the interests' profiles made beforehand, as the store keeps them from one run to the next
+    embedder.interests([i for s in subscribers for i in s.interests])
     pool = fresh_pool(papers, settings, embedder, DAY)
     if args.profile:
         profiler = cProfile.Profile()

@@ -20,11 +20,11 @@ from typing import Any, TextIO
 
 from .models import Subscriber
 from .store import FileState, Store
-from .subscribers import Problem, Roster, parse_profile, validate
+from .subscribers import Problem, Roster, library_paths, parse_profile, validate
 
 Imported = tuple[Subscriber, str, int]  # a subscriber, and the file and line it came from
 CSV_FIELDS = ("email", "name", "timezone", "send_at", "frequency", "max_papers", "exclude",
-              "interest", "keywords", "description", "seed_papers", "weight")
+              "interest", "keywords", "description", "seed_papers", "weight", "library", "authors")
 LIST_SEPARATOR = ";"  # within a cell: keywords, seed papers, exclusions
 IMPORT_BATCH = 2000  # subscribers written per transaction
 ERASED = ("this address was erased at its owner's request (`digest subscribers forget`) and is never mailed "
@@ -67,6 +67,29 @@ def _listing(folder: Path) -> dict[str, tuple[int, int]]:
     return found
 
 
+def _libraries(path: str, subscriber: Subscriber | None) -> tuple[tuple[str, int, int], ...]:
+    """The library files a profile names, with their time stamp and size as read ((-1, -1): missing). A refused
+    profile's are read from its TOML, so that fixing its library file is seen like fixing the profile."""
+    if subscriber is not None:
+        sources = [i.library_source for i in subscriber.interests if i.library_source]
+    else:
+        sources = library_paths(Path(path))
+    return tuple((source, *_stamp(source)) for source in dict.fromkeys(sources))
+
+
+def _stamp(source: str) -> tuple[int, int]:
+    try:
+        found = os.stat(source)
+    except OSError:
+        return -1, -1
+    return found.st_mtime_ns, found.st_size
+
+
+def _same_libraries(state: FileState) -> bool:
+    """Whether every library file the profile named is as it was when the profile was read."""
+    return all(_stamp(source) == (mtime, size) for source, mtime, size in state.libraries)
+
+
 Stored = Callable[[Sequence[Subscriber]], None]  # told of each batch of subscribers a sync or an import stored
 
 
@@ -84,13 +107,13 @@ def sync(store: Store, folder: Path, on_stored: Stored | None = None) -> SyncRep
     for path, (mtime, size) in sorted(seen.items()):
         old = known.get(path)
         conflicted = old is not None and old.problems and old.email_key  # its address may be free now
-        if old and (old.mtime_ns, old.size) == (mtime, size) and not conflicted:
+        if old and (old.mtime_ns, old.size) == (mtime, size) and not conflicted and _same_libraries(old):
             report.unchanged += 1
             continue
         data = Path(path).read_bytes()
         digest = hashlib.sha256(data).hexdigest()
-        if old and old.sha256 == digest and not conflicted:
-            touched.append(FileState(path, mtime, size, digest, old.email_key, old.problems))
+        if old and old.sha256 == digest and not conflicted and _same_libraries(old):
+            touched.append(FileState(path, mtime, size, digest, old.email_key, old.problems, old.libraries))
             report.unchanged += 1
         else:
             todo.append((path, mtime, size, digest))
@@ -156,7 +179,7 @@ def _apply(store: Store, parsed: list[Parsed], removed: list[str], known: dict[s
                 owners[key] = ("file", path)
                 valid.append((subscriber, path))
         states.append(FileState(path, mtime, size, digest, key,
-                                tuple((p.line, p.message) for p in problems)))
+                                tuple((p.line, p.message) for p in problems), _libraries(path, subscriber)))
     stored = [(s, p) for s, p in valid if s is not None]
     store.apply_files(removed, states, stored)
     return [s for s, _ in stored]
@@ -288,10 +311,13 @@ def _subscriber(path: Path, rows: list[tuple[int, dict[str, str]]], report: Impo
     data["exclude"] = [e for _, r in rows for e in _cells(r, "exclude")]
     interests, lines = [], []
     for line, row in rows:
-        if not (row.get("interest") or "").strip() and not any(_cells(row, k) for k in ("keywords", "seed_papers")):
+        if not (row.get("interest") or "").strip() and not any(_cells(row, k) for k in ("keywords", "seed_papers",
+                                                                                          "library", "authors")):
             continue
         table: dict[str, Any] = {"name": (row.get("interest") or "").strip(), "keywords": _cells(row, "keywords"),
-                                 "seed_papers": _cells(row, "seed_papers")}
+                                 "seed_papers": _cells(row, "seed_papers"), "authors": _cells(row, "authors")}
+        if (row.get("library") or "").strip():
+            table["library"] = row["library"].strip()
         if (row.get("description") or "").strip():
             table["description"] = row["description"].strip()
         if (row.get("weight") or "").strip():
@@ -299,7 +325,8 @@ def _subscriber(path: Path, rows: list[tuple[int, dict[str, str]]], report: Impo
         interests.append(table)
         lines.append(line)
     data["interests"] = interests
-    subscriber, problems = validate(data, str(path), lambda _key, n: first_line if n is None else lines[n])
+    subscriber, problems = validate(data, str(path), lambda _key, n: first_line if n is None else lines[n],
+                                    path.parent)
     report.problems += problems
     return (subscriber, str(path), first_line) if subscriber else None
 
@@ -313,10 +340,11 @@ def export_csv(store: Store, out: TextIO) -> int:
         head = [subscriber.email, subscriber.name, subscriber.timezone, f"{subscriber.send_at:%H:%M}",
                 subscriber.frequency, str(subscriber.max_papers), LIST_SEPARATOR.join(subscriber.exclude)]
         if not subscriber.interests:
-            writer.writerow([*head, "", "", "", "", ""])
+            writer.writerow([*head, "", "", "", "", "", "", ""])
         for n, interest in enumerate(subscriber.interests):
             row = head if n == 0 else [subscriber.email, "", "", "", "", "", ""]
             writer.writerow([*row, interest.name, LIST_SEPARATOR.join(interest.keywords), interest.description,
-                             LIST_SEPARATOR.join(interest.seed_papers), f"{interest.weight:g}"])
+                             LIST_SEPARATOR.join(interest.seed_papers), f"{interest.weight:g}",
+                             interest.library_source, LIST_SEPARATOR.join(interest.authors)])
         count += 1
     return count

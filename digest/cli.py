@@ -508,12 +508,12 @@ def _ranked_text(r: Ranked) -> str:
     paper, parts = r.paper, r.parts
     ref = paper.arxiv_id or (f"#{paper.store_id}" if paper.store_id else "-")
     mark = "✓" if r.passes_floor else "·"
-    raw = ", ".join(f"{k} {parts[k]:.2f}" for k in ("keywords", "description", "seeds", "semantic") if parts.get(k))
+    raw = ", ".join(f"{k} {parts[k]:.2f}" for k in ("keywords", "description") if parts.get(k))
     learned = (f"; learned model {parts['feedback']:.2f} at share {parts['feedback_share']:.2f}"
                if parts.get("feedback_share") else "")
-    dense = f", dense {parts['dense']:+.2f} log-odds" if parts.get("dense") else ""
-    lexical = (f"profile {parts['lexical']:.2f} from {raw or 'no match'} (unit {parts.get('unit', 0):.2f}){dense}"
-               if "lexical" in parts else "no interests")
+    dense = ", ".join(f"{k} z {parts[k]:+.2f}" for k in ("query", "model", "neighbours") if parts.get(k))
+    lexical = (f"profile {parts['lexical']:.2f} from words: {raw or 'no match'} (unit {parts.get('unit', 0):.2f})"
+               f"{'; text model: ' + dense if dense else ''}" if "lexical" in parts else "no interests")
     boosts = f"trend {parts.get('trend', 0):.2f}, recency {parts.get('recency', 0):.2f}"
     return (f"{r.rank:3d}. {r.score:6.3f} {mark} [{r.section}] {ref}  {' '.join(paper.title.split())}\n"
             f"      relevance {r.relevance:.3f}: {lexical}{learned}; {boosts}\n"

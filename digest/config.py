@@ -179,7 +179,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("select", "description_weight", (int, float), 0.3,
             "How much each word of an interest's `description` counts next to a keyword (1).", minimum=0, maximum=100),
     Setting("select", "seed_weight", (int, float), 3.0,
-            "Weight of the similarity to an interest's `seed_papers` (Rocchio: their centroid joins the query).",
+            "With `select.text_model = false`: weight of the similarity to an interest's `seed_papers` (Rocchio: their "
+            "centroid joins the query). With the text model, seed papers are a library.",
             minimum=0, maximum=100),
     Setting("select", "feedback_clicks", (int, float), 10.0,
             "Feedback marks (more + less) at which the subscriber's learned model counts as much as their keywords; "
@@ -187,12 +188,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("select", "diversity", (int, float), 0.3,
             "Maximal marginal relevance: 0 ranks by score alone; higher keeps near-duplicates apart (at most 1).",
             minimum=0, maximum=1),
-    Setting("select", "dense_weight", (int, float), 0.5,
-            "Weight of the built-in dense similarity (WordLlama static embeddings, standardised over the day's "
-            "papers) in each interest's log-odds; 0 turns it off.", minimum=0, maximum=100),
-    Setting("select", "semantic_weight", (int, float), 0.0,
-            "Weight of sentence-embedding similarity (needs the `semantic` extra); 0 turns it off.", minimum=0,
-            maximum=100),
+    Setting("select", "text_model", bool, True,
+            "Rank with the built-in text model (all-MiniLM-L6-v2, run by ONNX Runtime, shipped in the package) fused "
+            "with the words; `false` ranks on words alone (BM25F) and ignores libraries."),
     Setting("schedule", "fetch_cron", str, "0 * * * *",
             "When `digest schedule` fetches the sources (crontab syntax, in schedule.timezone; empty: never).",
             check="cron"),
@@ -257,6 +255,10 @@ SOURCE_FIELDS: tuple[Setting, ...] = (
 REMOVED = {
     "select.relevance_floor": "it was a BM25 score; use select.min_relevance, a probability from 0 to 1 "
                               "(0.5 is the default, see the README)",
+    "select.dense_weight": "the built-in text model replaced the WordLlama embeddings and is fused with the words "
+                           "with fitted weights; use select.text_model = true or false",
+    "select.semantic_weight": "the built-in text model is the all-MiniLM-L6-v2 model the semantic extra added, now "
+                              "in the default install and fused with fitted weights; use select.text_model",
     "select.liked_weight": "feedback is a learned model now; select.feedback_clicks sets how fast it takes over",
     "select.disliked_weight": "feedback is a learned model now; select.feedback_clicks sets how fast it takes over",
 }

@@ -19,7 +19,9 @@ import codecs
 import hashlib
 import json
 import logging
+import os
 import re
+import stat
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -89,6 +91,8 @@ def read_library(path: Path) -> Library:
     """The library in the file at `path`; LibraryError when the file as a whole cannot be read."""
     path = Path(path)
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a pipe or a device would block, or never end
+            raise LibraryError(str(path), "not a regular file: give the path of an exported library file")
         with path.open("rb") as file:
             data = file.read(MAX_FILE_BYTES + 1)  # never more, whatever the file claims to be
     except OSError as error:

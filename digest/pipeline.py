@@ -28,7 +28,7 @@ from .select import CorpusStats, Pool, Ranked, SelectSettings, Signals, rank, se
 from .select.corpus import Fields, background
 from .select.dense import DenseEmbedder
 from .select.learn import with_models
-from .select.pool import interest_text
+from .select.profile import seed_papers
 from .sending import (
     Composed,
     Composer,
@@ -77,12 +77,7 @@ class App:
         secret = os.environ.get(config.newsletter.secret_env) or self.store.secret()
         self.signer = Signer(secret)
         self.settings = SelectSettings(**{k: float(getattr(config.select, k)) for k in SELECT_KEYS})
-        self.embedder = None
-        if self.settings.semantic_weight:
-            from .select.semantic import SentenceEmbedder  # the optional extra: imported only when asked for
-
-            self.embedder = SentenceEmbedder(self.store)
-        self.dense = DenseEmbedder(self.store) if self.settings.dense_weight else None  # loaded on first use
+        self.dense = DenseEmbedder(self.store, progress=True) if self.settings.text_model else None  # loaded when used
         self._corpus: CorpusStats | None = None
         self._pool_corpus: CorpusStats | None = None
         self.retry = RetryPolicy(config.delivery.attempts, float(config.delivery.retry_delay),
@@ -121,8 +116,8 @@ class App:
 
     def prepare_papers(self, papers: Sequence[Paper]) -> None:
         """Analyse papers just brought in (by an ingest or a fetch) once, here, rather than in every send (and
-        every worker) that reads them: the store's term statistics brought up to date, and their dense
-        embeddings kept in the store (papers seen before are only looked up)."""
+        every worker) that reads them: the store's term statistics brought up to date, and their embeddings by
+        the text model kept in the store (papers seen before are only looked up; a progress bar on a terminal)."""
         self._corpus = None
         self.corpus()
         if self.dense is not None and papers:
@@ -142,11 +137,12 @@ class App:
         return report
 
     def prepare_interests(self, subscribers: Sequence[Subscriber]) -> None:
-        """Embed the interests of subscribers just stored (imported, or a profile file changed) and keep the
-        vectors in the store, so that the first send after an import reads them as every later send does,
-        instead of embedding a million interests while it sends. A send still embeds any it finds missing."""
+        """Make the profiles of the interests of subscribers just stored (imported, or a profile file changed) in
+        the text model's space and keep them in the store, so that the first send after an import reads them as
+        every later send does, instead of making a million while it sends. A send still makes any it finds
+        missing."""
         if self.dense is not None:
-            self.dense.texts([interest_text(i) for s in subscribers for i in s.interests])
+            self.dense.interests([i for s in subscribers for i in s.interests])
 
     def roster(self) -> Roster:
         """Every valid subscriber (a frequency chosen on the preferences page applied), and the invalid profiles."""
@@ -173,7 +169,7 @@ class App:
         if papers is None:
             papers = self.store.candidates(day, self.config.select.window_days)
             fields = self.pool_fields(papers)
-        return Pool(papers, self.corpus(), embedder=self.embedder, dense=self.dense, fields=fields)
+        return Pool(papers, self.corpus(), dense=self.dense, fields=fields)
 
     def pool_fields(self, papers: Sequence[Paper]) -> Fields | None:
         """The term counts of a day's candidates: analysed by the day's first send, preview or worker and kept in
@@ -210,13 +206,27 @@ class App:
         out = {}
         for sub in subscribers:
             votes = feedback.get(sub.email, {})
+            kept = self.kept_papers(sub, seeds)
             out[sub.email] = Signals(
-                received=frozenset(received.get(sub.email, set())),
+                received=frozenset(received.get(sub.email, set())) | kept,
                 liked=tuple(marked[i] for i, v in sorted(votes.items()) if v > 0 and i in marked),
                 disliked=tuple(marked[i] for i, v in sorted(votes.items()) if v < 0 and i in marked),
                 seeds={r: seeds[r] for i in sub.interests for r in i.seed_papers if r in seeds})
-        return with_models(out, subscribers, self.store, self.pool_corpus(), title_weight=self.settings.title_weight,
-                           dense=self.dense)
+        if self.dense is None:
+            return out
+        return with_models(out, subscribers, self.store, self.dense,
+                           lambda sub, sig: [p for i in sub.interests for p in seed_papers(i, sig.seeds)])
+
+    def kept_papers(self, subscriber: Subscriber, seeds: dict[str, Paper]) -> frozenset[int]:
+        """The store ids of the papers a subscriber already keeps (their seed papers and libraries): never sent to
+        them as new."""
+        found = {seeds[r].store_id for i in subscriber.interests for r in i.seed_papers if r in seeds}
+        if self.dense is not None:
+            for interest in subscriber.interests:
+                if interest.library_key:
+                    found |= {p.store_id for _, _, p in self.dense.library_papers(interest, lambda _: ())
+                              if p is not None}
+        return frozenset(i for i in found if i is not None)
 
     def pool_corpus(self) -> CorpusStats:
         """The store's term statistics blended with the shipped background, as a pool sees them (once per run)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import logging
 import re
 import tomllib
 from collections.abc import Callable
@@ -12,18 +13,24 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from .models import Interest, Subscriber
+from .libraries import LibraryError, digest_of, read_library
+from .models import Interest, LibraryEntry, Subscriber
+
+log = logging.getLogger("digest")
 
 _EMAIL = re.compile(r"^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
                     r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$")
 _SEND_AT = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
 _TOML_LINE = re.compile(r"at line (\d+)")
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
-TOP_KEYS = ("email", "name", "timezone", "send_at", "frequency", "max_papers", "interests", "exclude")
+TOP_KEYS = ("email", "name", "timezone", "send_at", "frequency", "max_papers", "interests", "exclude", "authors")
 # `exclude` is accepted inside an interest table too: TOML puts a key written after
 # `[[interests]]` into that table, and the profile's author meant the whole profile.
-INTEREST_KEYS = ("name", "keywords", "description", "seed_papers", "weight", "exclude")
+INTEREST_KEYS = ("name", "keywords", "description", "seed_papers", "weight", "exclude", "library", "authors")
 MAX_PAPERS_LIMIT = 50
+MAX_AUTHORS = 200  # authors followed by one interest (or the profile)
+MAX_AUTHOR_NAME = 200  # characters of one name
+FOLLOWED = "Authors you follow"  # the interest a profile's own `authors` list becomes
 
 
 @dataclass(frozen=True)
@@ -109,10 +116,13 @@ Locate = Callable[[str, "int | None"], int]  # (key, interest number or None) â†
 
 
 class _Validator:
-    """Checks one parsed profile and collects every problem, not just the first."""
+    """Checks one parsed profile and collects every problem, not just the first.
 
-    def __init__(self, path: str, locate: Locate) -> None:
+    `base`: the folder a `library` path is relative to (the profile's; None where no file may be named)."""
+
+    def __init__(self, path: str, locate: Locate, base: Path | None = None) -> None:
         self.path, self.locate, self.problems = path, locate, []  # type: ignore[var-annotated]
+        self.base = base
 
     def fail(self, key: str, message: str, interest: int | None = None) -> None:
         self.problems.append(Problem(self.path, self.locate(key, interest), message))
@@ -127,6 +137,9 @@ class _Validator:
         frequency = self._frequency(data.get("frequency", "daily"))
         max_papers = self._max_papers(data.get("max_papers", 10))
         interests = self._interests(data.get("interests", []))
+        followed = self._authors(data.get("authors", []), None)
+        if followed:
+            interests = (*interests, Interest(FOLLOWED, authors=followed))
         exclude = self._exclude(data)
         if self.problems:
             return None
@@ -210,16 +223,74 @@ class _Validator:
         seeds = table.get("seed_papers", [])
         if not isinstance(seeds, list) or (seeds and not _str_list(seeds)):
             self.fail("seed_papers", f"interest {n + 1}: seed_papers must be a list of arXiv ids or titles", n)
-        if not keywords and not (isinstance(description, str) and description.strip()) and not seeds:
-            self.fail("keywords", f"interest {n + 1}: give keywords, a description or seed_papers", n)
+        authors = self._authors(table.get("authors", []), n)
+        library = self._library(table.get("library"), n)
+        if not keywords and not (isinstance(description, str) and description.strip()) and not seeds \
+                and not authors and not library and "library" not in table:
+            self.fail("keywords", f"interest {n + 1}: give keywords, a description, seed_papers, a library or "
+                                  "authors", n)
         weight = table.get("weight", 1.0)
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 < weight <= 10:
             self.fail("weight", f"interest {n + 1}: weight must be a number above 0 and at most 10", n)
         if len(self.problems) > before:
             return None
+        entries, source = library or ((), "")
         return Interest(name=str(name).strip(), keywords=tuple(k.strip() for k in keywords),
                         weight=float(weight), description=" ".join(description.split()),
-                        seed_papers=tuple(s.strip() for s in seeds))
+                        seed_papers=tuple(s.strip() for s in seeds), authors=authors, library=entries,
+                        library_source=source, library_key=digest_of(entries) if entries else "")
+
+    def _authors(self, value: Any, n: int | None) -> tuple[str, ...]:
+        where = f"interest {n + 1}: " if n is not None else ""
+        if not isinstance(value, list) or (value and not _str_list(value)):
+            self.fail("authors", f"{where}authors must be a list of names (like [\"Tri Dao\"])", n)
+            return ()
+        if len(value) > MAX_AUTHORS:
+            self.fail("authors", f"{where}authors lists {len(value)} names; at most {MAX_AUTHORS}", n)
+            return ()
+        long = [a for a in value if len(a) > MAX_AUTHOR_NAME]
+        if long:
+            self.fail("authors", f"{where}an author's name is longer than {MAX_AUTHOR_NAME} characters", n)
+            return ()
+        return tuple(" ".join(a.split()) for a in value)
+
+    def _library(self, value: Any, n: int) -> tuple[tuple[LibraryEntry, ...], str] | None:
+        """The interest's library file read (its unusable entries logged with file:line), or None."""
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            self.fail("library", f"interest {n + 1}: library must be the path of a library file (BibTeX, RIS, "
+                                 "CSL-JSON or a list of arXiv ids / DOIs), relative to this file", n)
+            return None
+        if self.base is None:
+            self.fail("library", f"interest {n + 1}: a library file can only be named in a profile file or an "
+                                 "import", n)
+            return None
+        path = (self.base / value.strip()).absolute()  # stored, exported and read again from anywhere
+        try:
+            library = read_library(path)
+        except LibraryError as exc:
+            self.fail("library", f"interest {n + 1}: {exc}", n)
+            return None
+        for problem in library.problems:
+            log.warning("%s", problem)
+        if not library.entries:
+            self.fail("library", f"interest {n + 1}: {path}: no usable entry (each needs a title, an arXiv id "
+                                 "or a DOI)", n)
+            return None
+        return library.entries, str(path)
+
+
+def library_paths(path: Path) -> list[str]:
+    """The library files a profile file names (resolved as `_Validator._library` resolves them), read from its TOML
+    whether or not the profile is valid; none when it cannot be read."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return []
+    tables = data.get("interests", [])
+    values = [t.get("library") for t in tables if isinstance(t, dict)] if isinstance(tables, list) else []
+    return [str((path.parent / v.strip()).absolute()) for v in values if isinstance(v, str) and v.strip()]
 
 
 def check_interest(table: dict[str, Any], number: int) -> tuple[Interest | None, list[str]]:
@@ -241,12 +312,14 @@ def parse_profile(path: Path) -> tuple[Subscriber | None, list[Problem]]:
     except tomllib.TOMLDecodeError as exc:
         match = _TOML_LINE.search(str(exc))
         return None, [Problem(str(path), int(match.group(1)) if match else 1, f"invalid TOML: {exc}")]
-    return validate(data, str(path), _Lines(text).of)
+    return validate(data, str(path), _Lines(text).of, path.parent)
 
 
-def validate(data: dict[str, Any], where: str, locate: Locate) -> tuple[Subscriber | None, list[Problem]]:
-    """Check a profile given as a table (from TOML, CSV rows); `locate` says which line a key is on."""
-    validator = _Validator(where, locate)
+def validate(data: dict[str, Any], where: str, locate: Locate,
+             base: Path | None = None) -> tuple[Subscriber | None, list[Problem]]:
+    """Check a profile given as a table (from TOML, CSV rows); `locate` says which line a key is on, `base` is the
+    folder a `library` path is relative to."""
+    validator = _Validator(where, locate, base)
     subscriber = validator.subscriber(data)
     return subscriber, validator.problems
 

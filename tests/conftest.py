@@ -31,12 +31,67 @@ def sample_site(folder: Path, settings: str = "") -> Path:
     for profile in SUBSCRIBERS.glob("*.toml"):
         (subs / profile.name).write_text(profile.read_text())
     (folder / "digest.toml").write_text(f'[ingest]\npaths = ["{SEEDS}"]\n{settings}')
+    if _MODEL_ROWS and "[store]" not in settings:  # the store the settings name, as a first run leaves it
+        prime(f"sqlite:///{folder / 'digest.db'}", _MODEL_ROWS[0])
     return folder
 
 
+_MODEL_ROWS: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]] = []  # set once per session (model_rows)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _share_model_rows(model_rows: tuple[list[dict[str, Any]], list[dict[str, Any]]]) -> None:
+    """Let `sample_site` (a plain function, called by tests for their subprocesses) prime its store too."""
+    _MODEL_ROWS.append(model_rows)
+
+
+@pytest.fixture(scope="session")
+def model_rows(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The text model's work on the built-in sample, done once per test session as a first `digest run` does it:
+    the seed papers' and example interests' embeddings (rows of the embeddings table) and the interests' profiles
+    (rows of the cache table). Each test's fresh store starts with them (`prime`), so it does not embed the 197
+    seed papers again; what is embedded, stored and read back is tested by tests that start cold."""
+    import sqlalchemy as sa
+
+    from digest.pipeline import App
+    from digest.store.tables import cache, embeddings
+
+    folder = tmp_path_factory.mktemp("model-rows")
+    app = App(build_config({"store": {"url": "sqlite:///digest.db"}, "subscribers": {"dir": str(SUBSCRIBERS)},
+                            "ingest": {"paths": [str(SEEDS)]}}, base=folder))
+    try:
+        app.ingest([SEEDS], seen_on=DAY)
+        app.sync()
+        with app.store.engine.connect() as conn:
+            vectors = [dict(r._mapping) for r in conn.execute(sa.select(embeddings))]
+            profiles = [dict(r._mapping) for r in conn.execute(sa.select(cache).where(
+                cache.c.key.startswith("dense-profile/")))]
+    finally:
+        app.close()
+    return vectors, profiles
+
+
+def prime(url: str, rows: tuple[list[dict[str, Any]], list[dict[str, Any]]]) -> None:
+    """Make the store at `url` (if new) holding the text model's work on the built-in sample (`model_rows`)."""
+    from digest.store import Store
+    from digest.store.tables import cache, embeddings
+
+    store = Store(url)
+    try:
+        with store.write() as conn:
+            if rows[0]:
+                conn.execute(embeddings.insert(), rows[0])
+            if rows[1]:
+                conn.execute(cache.insert(), rows[1])
+    finally:
+        store.close()
+
+
 @pytest.fixture
-def make_config(tmp_path: Path):
-    """Build settings rooted in tmp_path, with a fresh database and outbox."""
+def make_config(tmp_path: Path, model_rows: tuple[list[dict[str, Any]], list[dict[str, Any]]]):
+    """Build settings rooted in tmp_path, with a fresh database (holding the text model's vectors of the sample)
+    and outbox."""
+    primed: set[str] = set()
 
     def make(**sections: dict) -> Config:
         # The seed pages' papers are mostly years old: the tests rank all of them as new (max_age_days 0)
@@ -45,7 +100,12 @@ def make_config(tmp_path: Path):
                "ingest": {"paths": [str(SEEDS)]}, "select": {"max_age_days": 0}}
         for name, values in sections.items():
             raw.setdefault(name, {}).update(values)
-        return build_config(raw, base=tmp_path)
+        config = build_config(raw, base=tmp_path)
+        url = config.store.url
+        if url.startswith("sqlite:///") and url not in primed and not Path(url.removeprefix("sqlite:///")).exists():
+            prime(url, model_rows)
+            primed.add(url)
+        return config
 
     return make
 

@@ -152,11 +152,11 @@ def test_imported_subscribers_get_their_digest_without_any_profile_file(tmp_path
 
 
 def test_a_synced_profile_file_has_its_interests_embedded_at_once(make_config, tmp_path):
-    """A new or edited profile file is embedded when the sync stores it (not by the send that reads it);
-    an unchanged one is not read again."""
+    """A new or edited profile file's interests get their text-model profile when the sync stores them (not by the
+    send that reads them); an unchanged one is not read again."""
     from digest.pipeline import App
-    from digest.select.dense import MODEL_NAME, text_key
-    from digest.select.pool import interest_text
+    from digest.select.dense import interest_text
+    from digest.select.vectors import text_key
 
     folder = tmp_path / "subscribers"
     profile(folder, "ada", 'email = "ada@example.org"\n[[interests]]\nname = "Kernels"\nkeywords = ["CUDA"]\n')
@@ -164,8 +164,7 @@ def test_a_synced_profile_file_has_its_interests_embedded_at_once(make_config, t
 
     def stored(email: str) -> bool:
         [interest] = app.store.subscribers_by_email([email])[email].interests
-        key = text_key(interest_text(interest))
-        return key in app.store.embeddings([key], MODEL_NAME)
+        return app.store.get_cache(text_key(interest_text(interest))) is not None
 
     app.sync()
     assert stored("ada@example.org")

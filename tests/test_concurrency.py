@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import SEEDS, cli_env
+from .conftest import _MODEL_ROWS, SEEDS, cli_env, prime
 from .smtpd import Recorder, smtp_server
 
 DATE = "2026-06-12"
@@ -43,6 +43,7 @@ def site(request, tmp_path: Path) -> Path:
         (folder / f"r{i:03}.toml").write_text(f'email = "reader{i}@example.org"\n')
     (tmp_path / "url").write_text(url)
     write_config(tmp_path, port=None)
+    prime(url if request.param == "postgresql" else f"sqlite:///{tmp_path / 'digest.db'}", _MODEL_ROWS[0])
     code, _, err = finish(digest(tmp_path, "ingest", "--date", DATE), 120)
     assert code == 0, err
     return tmp_path

@@ -15,7 +15,7 @@ import pytest
 
 from digest.store import Store
 
-from .conftest import SEEDS, cli_env
+from .conftest import _MODEL_ROWS, SEEDS, cli_env, prime
 from .smtpd import Received, Recorder, smtp_server
 
 SUBSCRIBERS = 300
@@ -35,6 +35,7 @@ def site(tmp_path: Path) -> Path:
     for i in range(SUBSCRIBERS):
         (folder / f"r{i:03}.toml").write_text(f'email = "reader{i}@example.org"\nname = "Reader {i}"\n')
     (tmp_path / "digest.toml").write_text(f'[ingest]\npaths = ["{SEEDS}"]\n')
+    prime(f"sqlite:///{tmp_path / 'digest.db'}", _MODEL_ROWS[0])  # the text model's vectors, as a first run left them
     ingest = digest(tmp_path, "ingest", "--date", DATE)
     assert ingest.wait(60) == 0, ingest.stderr.read() if ingest.stderr else ""
     return tmp_path

@@ -100,6 +100,7 @@ def test_bad_settings_exit_2_naming_the_setting_and_the_file(site, text, expecte
     """A value of the right type but unusable (not finite, out of range, not an address, URL, zone or crontab)
     stops every command at start with exit 2, naming the file and the setting; nothing is created."""
     (site / "digest.toml").write_text(text)
+    (site / "digest.db").unlink(missing_ok=True)  # (sample_site made one holding the model's vectors)
     result = digest(site, "run", "--dry-run")
     assert result.returncode == 2
     line = one_line_error(result)
@@ -221,10 +222,12 @@ def test_rank_with_papers_that_have_bad_records_exits_1(site):
 
 
 def test_rank_says_when_nothing_passes_the_floor(site, monkeypatch, capsys):
-    """A profile nothing matches: rank says none passes and the digest would be empty, instead of "N papers"
-    (the output, so in-process; rank's exit codes are checked above)."""
+    """A profile no paper of the day reaches the floor for (off every topic of the seeds, under a floor of 0.9): rank
+    says none passes and the digest would be empty, instead of "N papers" (the output, so in-process; rank's exit
+    codes are checked above)."""
     from digest.cli import main
 
+    (site / "digest.toml").write_text((site / "digest.toml").read_text() + "[select]\nmin_relevance = 0.9\n")
     ingest(site)
     monkeypatch.chdir(site)
     profile = site / "basket.toml"
@@ -232,7 +235,8 @@ def test_rank_says_when_nothing_passes_the_floor(site, monkeypatch, capsys):
                        'keywords = ["underwater basket weaving"]\n')
     assert main(["rank", "--profile", str(profile), "--limit", "3", "--date", "2026-06-12"]) == 0
     head = capsys.readouterr().out.splitlines()
-    assert head[0].startswith("b@example.org on 2026-06-12: the top 3 candidates, whatever the floor; 0 at or above")
+    assert head[0].startswith("b@example.org on 2026-06-12: the top 3 candidates, whatever the floor; 0 at or above "
+                              "select.min_relevance 0.9")
     assert head[1].startswith("none passes the floor: this digest would be empty")
     assert main(["rank", "--profile", str(profile), "--date", "2026-06-12"]) == 0
     assert capsys.readouterr().out.startswith("b@example.org on 2026-06-12: 0 picks; 0 at or above")

@@ -45,20 +45,25 @@ def test_liking_three_papers_on_a_sub_topic_brings_more_of_it(app):
 
 def test_disliking_one_paper_never_removes_an_interest(app):
     """Grace has liked two GPU-kernel papers; marking less the best paper of each of her interests in turn
-    leaves every interest with papers that pass the floor, their relevance barely moved."""
+    (each with at least two papers in its section: the seeds hold a single compiler paper) leaves every interest
+    with papers that pass the floor, their relevance barely moved."""
     grace = app.roster().find("grace@example.org")
     for paper in [r.paper for r in app.rank(grace, DAY) if r.section == "GPU kernels"][:2]:
         app.feedback(grace.email, f"#{paper.store_id}", more=True)
+    checked = 0
     for name in [i.name for i in grace.interests]:
         ranked = app.rank(grace, DAY, limit=200)
         section = [r for r in ranked if r.section == name and r.passes_floor]
-        assert len(section) >= 2, name
+        if len(section) < 2:
+            continue
+        checked += 1
         app.feedback(grace.email, f"#{section[0].paper.store_id}", more=False)
         after = {r.paper.store_id: r for r in app.rank(grace, DAY, limit=200)}
         rest = [after[r.paper.store_id] for r in section[1:]]
         assert section[0].paper.store_id not in after or not after[section[0].paper.store_id].passes_floor
         assert sum(r.passes_floor for r in rest) >= len(rest) // 2 + 1, name
         assert np.mean([r.relevance for r in rest]) > np.mean([r.relevance for r in section[1:]]) - 0.1, name
+    assert checked >= 2
 
 
 def test_many_clicks_dominate(app):
@@ -83,17 +88,17 @@ def test_model_is_stored_and_learned_again_when_clicks_change(app):
     assert first is not None and saved is not None
     again = app.signals([ada], DAY)[ada.email].model
     assert app.store.get_cache(f"feedback-model/{ada.email}") == saved
-    assert isinstance(again, FeedbackModel) and (again.cols == first.cols).all()
+    assert isinstance(again, FeedbackModel) and (again.weights == first.weights).all()
     app.feedback(ada.email, f"#{papers[1].store_id}", more=False)
     changed = app.signals([ada], DAY)[ada.email].model
     assert changed.clicks == 2 and app.store.get_cache(f"feedback-model/{ada.email}") != saved
 
 
 def test_a_send_batch_learns_each_model_as_if_alone(app):
-    """A send run analyses the sampled store negatives once for all the batch's clicking subscribers: every
+    """A send run samples and embeds the store negatives once for all the batch's clicking subscribers: every
     model it learns is exactly the one learned for that subscriber alone (negatives that are one's liked papers
     left out for that one only)."""
-    from digest.select.learn import NEGATIVES, fit, with_models
+    from digest.select.learn import NEGATIVES, fit, with_models, without
     from digest.select.profile import seed_papers
 
     negatives = app.store.sample_papers(NEGATIVES, seed=0)
@@ -104,14 +109,19 @@ def test_a_send_batch_learns_each_model_as_if_alone(app):
             app.feedback(subscriber.email, f"#{paper.store_id}", more=True)
         app.feedback(subscriber.email, f"#{negatives[10 + n].store_id}", more=False)
     signals = app.signals(clickers, DAY)
-    corpus = app.pool_corpus()
-    batch = with_models(signals, clickers, app.store, corpus, title_weight=app.settings.title_weight, dense=app.dense)
+
+    def seeds_of(subscriber, sig):
+        return [p for i in subscriber.interests for p in seed_papers(i, sig.seeds)]
+
+    batch = with_models(signals, clickers, app.store, app.dense, seeds_of)
+    vectors = app.dense.papers(negatives)
     for subscriber in clickers:
         sig = signals[subscriber.email]
-        seeds = [p for i in subscriber.interests for p in seed_papers(i, sig.seeds)]
-        alone = fit([*sig.liked, *seeds], negatives, sig.disliked, corpus, title_weight=app.settings.title_weight,
-                    clicks=len(sig.liked) + len(sig.disliked), dense=app.dense)
+        seeds = seeds_of(subscriber, sig)
+        kept = without(vectors, app.dense, sig.liked, seeds)
+        assert len(kept) == len(vectors) - 3  # its own liked papers are not its negatives
+        alone = fit(sig.liked, sig.disliked, seeds, app.dense, kept)
         model = batch[subscriber.email].model
         assert model is not None and alone is not None
-        assert np.array_equal(model.cols, alone.cols) and np.array_equal(model.coef, alone.coef)
+        assert np.array_equal(model.weights, alone.weights) and np.array_equal(model.direction, alone.direction)
         assert model.intercept == alone.intercept

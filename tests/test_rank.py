@@ -65,7 +65,8 @@ def test_description_alone_finds_its_papers(app):
 
 
 def test_seed_papers_pull_similar_papers_up(app):
-    """A seed paper named by title lifts papers like it above those that only share a keyword."""
+    """A seed paper named by title (a library of one) lifts papers like it above those that only share a keyword,
+    and says so."""
     ada = app.roster().find("ada@example.org")
     seed = next(p for p in app.store.all_papers() if p.title.startswith("SnapKV"))
     bare = replace(ada, interests=(Interest("Serving", ("serving",)),))
@@ -73,7 +74,8 @@ def test_seed_papers_pull_similar_papers_up(app):
     kv = [r.paper.store_id for r in app.rank(bare, DAY, limit=10) if topic(r.paper, "kv cache")]
     kv_seeded = [r for r in app.rank(seeded, DAY, limit=10) if topic(r.paper, "kv cache")]
     assert len(kv_seeded) > len(kv)
-    assert any(reason.startswith("like seed") for r in kv_seeded for reason in r.reasons)
+    assert any(reason.startswith("like “SnapKV") and reason.endswith("in your library") for r in kv_seeded
+               for reason in r.reasons)
 
 
 def test_corpus_statistics_are_cached_in_the_store(make_config):

@@ -36,7 +36,7 @@ def test_a_topic_becomes_an_interest(tmp_path):
     ('[[topics]]\nname = "A"\nsummary = "s"\nkeyword = ["x"]\n', "unknown field 'keyword' (did you mean 'keywords'?)"),
     ('[[topics]]\nname = "A"\nsummary = "s"\nexclude = ["x"]\nkeywords = ["x"]\n', "unknown field 'exclude'"),
     ('[[topics]]\nname = "A"\nkeywords = ["x"]\n', "`summary` is required"),
-    ('[[topics]]\nname = "A"\nsummary = "s"\n', "give keywords, a description or seed_papers"),
+    ('[[topics]]\nname = "A"\nsummary = "s"\n', "give keywords, a description, seed_papers, a library or authors"),
     ('[[topics]]\nname = "A"\nsummary = "s"\nkeywords = ["x"]\nweight = 11\n', "weight must be a number above 0"),
     ('[[topics]]\nsummary = "s"\nkeywords = ["x"]\n', "name must be a non-empty string"),
     ('[[topics]]\nname = "A"\nsummary = "two\\nlines"\nkeywords = ["x"]\n', "summary must be one line"),

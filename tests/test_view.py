@@ -49,8 +49,8 @@ def test_the_emails_view_link_shows_the_same_digest(web, app):
 def test_a_forged_other_action_or_expired_view_link_shows_nothing(web, app):
     """A changed token, another link's token, or a digest older than web.link_days answers 400 or 410."""
     view = web.path(app.links_for(ADA, date.today()).view)
-    token = view.rsplit("/", 1)[1]
-    forged = view[:-1] + ("A" if token[-1] != "A" else "B")
+    at = len(view) - 3  # not the last character: in base64 its low bits can be padding, which no check reads
+    forged = view[:at] + ("A" if view[at] != "A" else "B") + view[at + 1:]
     other = web.path(app.links_for(ADA, date.today()).preferences).replace("/preferences/", "/view/")
     old = web.path(app.links_for(ADA, date(2020, 1, 6)).view)
     assert web.client.get(forged).status_code == 400

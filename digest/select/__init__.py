@@ -62,8 +62,7 @@ def select_many(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, set
     pool.index(settings.title_weight).trim()  # memory stays flat however many batches a run ranks
     ranked = [s for s in subscribers if s.interests]
     found: dict[str, Scored] = {}
-    if ranked and not (settings.semantic_weight and pool.embedder is not None):
-        # (sentence embeddings are not in the batch product: with them each digest ranks the whole pool)
+    if ranked:
         wanted = max(s.max_papers for s in ranked)
         scored = candidates(pool, ranked, day=day, settings=settings, k=candidate_window(wanted), signals=signals)
         found = {s.email: c for s, c in zip(ranked, scored, strict=True) if c is not None}

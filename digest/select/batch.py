@@ -29,12 +29,35 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..models import Interest, Paper, Subscriber
-from .learn import DENSE_DIM, FeedbackModel, standardised_rows
+from .dense import InterestVectors
+from .learn import FeedbackModel, logits_of
 from .pool import Index, Pool, Unit
-from .profile import CompiledInterest, Part, Signals, compile_interest, keyword_part, mean_reference, unit_reference
+from .profile import (
+    CompiledInterest,
+    Part,
+    Signals,
+    compile_interest,
+    keyword_part,
+    mean_reference,
+    seed_papers,
+    unit_reference,
+)
 from .rank import blocked_indices, boost, candidate_window, old_papers
-from .scores import NO_MATCH, Scored, SelectSettings, blend, calibrate, calibration, feedback_model, sigmoid
-from .text import N_FEATURES
+from .scores import (
+    NO_MATCH,
+    DenseParts,
+    Scored,
+    SelectSettings,
+    blend,
+    calibrate,
+    calibration,
+    dense_parts,
+    feedback_model,
+    interest_logits,
+    section_keys,
+    sigmoid,
+)
+from .vectors import codes, exact_dot
 
 TIE_MARGIN = 1e-3  # log-odds: candidates this close to the k-th, or to the floor, are kept too (rounding)
 DETAIL_CHUNK = 1000  # subscribers per chunk when every interest's scores are kept (`candidates`)
@@ -62,8 +85,9 @@ class _Plan:
     """
 
     def __init__(self, subscribers: Sequence[Subscriber], settings: SelectSettings, index: Index,
-                 signals: Mapping[str, Signals] | None = None) -> None:
+                 signals: Mapping[str, Signals] | None = None, text_model: bool = False) -> None:
         self.interests: list[Interest] = []
+        self.seeds: list[Mapping[str, Paper]] = []  # each interest's subscriber's seed papers
         self._compiled: dict[int, CompiledInterest] = {}  # interests with a description or seed papers
         self.first_interest = np.zeros(len(subscribers) + 1, dtype=np.int64)
         units: dict[str, int] = {}  # unit key → its number among this run's distinct units
@@ -77,9 +101,9 @@ class _Plan:
             self.first_interest[s] = len(self.interests)
             seeds = signals[subscriber.email].seeds if signals and subscriber.email in signals else no_seeds
             for interest in subscriber.interests:
-                if interest.description or interest.seed_papers:
+                if interest.description or (interest.seed_papers and not text_model):
                     compiled = compile_interest(interest, index, seeds, description_weight=settings.description_weight,
-                                                seed_weight=settings.seed_weight)
+                                                seed_weight=settings.seed_weight, with_seeds=not text_model)
                     self._compiled[len(self.interests)] = compiled
                     # the same arithmetic as `profile.reference`, each unit's reference computed once per pool
                     found = [(_number(units, distinct, part.unit), part.coef, part.coef * _reference(index, part, idf))
@@ -91,6 +115,7 @@ class _Plan:
                         found = [_keyword(keywords, k, units, distinct, index, idf) for k in interest.keywords]
                 parts += found
                 self.interests.append(interest)
+                self.seeds.append(seeds)
                 indptr.append(len(parts))
                 refs.append(mean_reference([ref for _, _, ref in found]))
                 weights.append(interest.weight)
@@ -102,6 +127,16 @@ class _Plan:
                                  shape=(len(self.interests), len(index.unit_scores)))
         self.refs = np.array(refs, dtype=np.float64)
         self.weights = np.array(weights, dtype=np.float64)
+        self.authors = any(i.authors for i in self.interests)
+
+    def vectors(self, pool: Pool, lo: int, hi: int) -> list[InterestVectors]:
+        """Interests lo..hi's profiles in the text model's space."""
+        at = {id(interest): n for n, interest in enumerate(self.interests[lo:hi], lo)}
+
+        def seeds(interest: Interest) -> tuple[Paper, ...]:
+            return seed_papers(interest, self.seeds[at[id(interest)]])
+
+        return pool.dense.interests(self.interests[lo:hi], seeds)  # type: ignore[union-attr, no-any-return]
 
     def compiled(self, lo: int, hi: int) -> list[CompiledInterest]:
         """Interests lo..hi compiled (as `compile_interest` compiles them)."""
@@ -154,7 +189,7 @@ class _Run:
     settings: SelectSettings
     models: list[FeedbackModel | None]
     blocked: list[np.ndarray]
-    dense: bool  # dense similarity joins the logit
+    dense: bool  # the text model joins the logit
     emails: list[str]
     old: np.ndarray | None = None  # the pool's old papers, when a digest takes a quota of them (`rank.old_papers`)
 
@@ -162,7 +197,8 @@ class _Run:
 def _run(pool: Pool, subscribers: Sequence[Subscriber], day: date, settings: SelectSettings,
          signals: Mapping[str, Signals] | None) -> _Run:
     index = pool.index(settings.title_weight)
-    plan = _Plan(subscribers, settings, index, signals)
+    dense = bool(settings.text_model) and pool.dense is not None
+    plan = _Plan(subscribers, settings, index, signals, dense)
     models: list[FeedbackModel | None] = [None] * len(subscribers)
     blocked: list[np.ndarray] = [np.zeros(0, dtype=np.int64)] * len(subscribers)
     if signals is not None:
@@ -170,7 +206,6 @@ def _run(pool: Pool, subscribers: Sequence[Subscriber], day: date, settings: Sel
             if sub.interests and sub.email in signals:
                 models[n] = feedback_model(pool, sub, signals[sub.email], settings)
                 blocked[n] = blocked_indices(pool, sub, signals[sub.email])
-    dense = bool(settings.dense_weight) and pool.dense is not None
     return _Run(plan, pool, index, np.log(boost(pool, day, settings)), settings, models, blocked, dense,
                 [s.email for s in subscribers], old_papers(pool, day, settings))
 
@@ -205,29 +240,19 @@ def candidates(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, sett
     return out
 
 
-def _model_logits(index: Index, models: Sequence[FeedbackModel], dense: np.ndarray | None) -> np.ndarray:
-    """The models' log-odds of relevance for every paper (models × papers), as two matrix products.
+def _model_logits(unit: tuple[np.ndarray, np.ndarray], models: Sequence[FeedbackModel]) -> np.ndarray:
+    """The models' log-odds of relevance for every paper (models × papers), as one exact matrix product (each the
+    same as `FeedbackModel.relevance_logits` alone)."""
+    found = [codes(m.weights) for m in models]
+    weights = (np.vstack([c for c, _ in found]), np.concatenate([s for _, s in found]))
+    return logits_of(exact_dot(weights, unit), np.array([m.intercept for m in models]),
+                     np.array([m.mean for m in models]), np.array([m.spread for m in models]))
 
-    The pool's rows stay the left operand, so that each score adds its terms in the order `FeedbackModel.logits`
-    does; the product is written out transposed (models as rows) for the standardisation and the blend.
-    """
-    n = len(models)
-    cols = np.concatenate([m.cols for m in models]).astype(np.int64) if n else np.zeros(0, dtype=np.int64)
-    coef = np.concatenate([m.coef for m in models]).astype(np.float64) if n else np.zeros(0)
-    owner = np.repeat(np.arange(n), [len(m.cols) for m in models])
-    words = cols < N_FEATURES
-    pos = index.lookup()[cols[words]]  # every model's terms as local columns at once (-1: not in the pool)
-    found = pos >= 0
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(owner[words][found], minlength=n), out=indptr[1:])
-    by_model = sp.csr_matrix((coef[words][found], pos[found], indptr), shape=(n, len(index.cols)))
-    out = np.ascontiguousarray((index.rows @ by_model.T.tocsr()).toarray().T)
-    out += np.array([m.intercept for m in models])[:, None]
-    if dense is not None:
-        weights = np.zeros((DENSE_DIM, n))
-        weights[cols[~words] - N_FEATURES, owner[~words]] = coef[~words]
-        out += (dense @ weights).T
-    return standardised_rows(out)
+
+def _rocchio(unit: tuple[np.ndarray, np.ndarray], models: Sequence[FeedbackModel]) -> np.ndarray:
+    """The models' Rocchio terms (models × papers; each as `FeedbackModel.rocchio`)."""
+    rows = [codes(m.direction) if m.direction is not None else codes(np.zeros(unit[0].shape[1])) for m in models]
+    return exact_dot(unit, (np.vstack([c for c, _ in rows]), np.concatenate([s for _, s in rows]))).T  # type: ignore[no-any-return]
 
 
 def _best(values: np.ndarray, first: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -281,32 +306,32 @@ def _fast_best(run: _Run, lo: int, hi: int, first: np.ndarray, counts: np.ndarra
     return logit
 
 
-def _interest_logits(run: _Run, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """Interests lo..hi's raw scores, calibrated log-odds and dense z-scores (interests × papers, float64),
-    computed as `Scores` computes them."""
+def _interest_logits(run: _Run, lo: int, hi: int,
+                     ) -> tuple[np.ndarray, np.ndarray, DenseParts | None, list[InterestVectors]]:
+    """Interests lo..hi's raw scores, calibrated log-odds and text-model features (interests × papers, float64),
+    computed as `Scores` computes them, and their profiles (none without the text model)."""
     plan = run.plan
     raw = plan.raw(run.index, lo, hi)
-    logit = calibrate(raw, plan.refs[lo:hi, None], plan.weights[lo:hi, None], run.dense)
-    z = None
-    if run.dense:
-        z = run.pool.dense_z(run.pool.dense_queries([(c.interest, c.seed_papers) for c in plan.compiled(lo, hi)]))
-        logit = logit + run.settings.dense_weight * z
-    return raw, logit, z
+    vectors = plan.vectors(run.pool, lo, hi) if run.dense else None
+    logit = interest_logits(run.pool, plan.interests[lo:hi], raw, plan.refs[lo:hi], vectors)
+    return raw, logit, None, vectors or []
 
 
 def _learned(run: _Run, rows: np.ndarray, best: np.ndarray,
-             keep: bool = True) -> tuple[list[int], np.ndarray, np.ndarray]:
+             keep: bool = True) -> tuple[list[int], np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """Blend the learned models into the subscribers' best log-odds (in place); which rows have one,
     their shares and their models' log-odds (rows × papers; without `keep`, overwritten by the blend)."""
     found = [run.models[r] for r in rows.tolist()]  # (a list indexed by numpy integers is slow)
     with_model = [n for n, m in enumerate(found) if m is not None]
     if not with_model:
-        return [], np.zeros(0), np.zeros((0, best.shape[1]))
+        return [], np.zeros(0), (np.zeros((0, best.shape[1])), np.zeros((0, best.shape[1])))
     models = [found[n] for n in with_model]
     share = np.array([m.clicks / (m.clicks + run.settings.feedback_clicks) for m in models])  # type: ignore[union-attr]
-    learned = _model_logits(run.index, models, run.pool.dense_papers() if run.dense else None)  # type: ignore[arg-type]
-    best[with_model] = blend(best[with_model], learned, share[:, None], out=None if keep else learned)
-    return with_model, share, learned
+    unit = run.pool.dense_codes()
+    learned = _model_logits(unit, models)  # type: ignore[arg-type]
+    rocchio = _rocchio(unit, models)  # type: ignore[arg-type]
+    best[with_model] = blend(best[with_model], learned, share[:, None], out=None if keep else learned, extra=rocchio)
+    return with_model, share, (learned, rocchio)
 
 
 def _floor(settings: SelectSettings) -> float:
@@ -336,7 +361,7 @@ def _top_chunk(run: _Run, start: int, end: int, out: TopK) -> None:
     lo, hi, first, counts, rows = _chunk_rows(run, start, end)
     if hi == lo:
         return
-    if run.dense:
+    if run.dense or run.plan.authors:
         best = _best(_interest_logits(run, lo, hi)[1], first, counts).astype(np.float32)
     else:
         best = _fast_best(run, lo, hi, first, counts)
@@ -360,8 +385,9 @@ def _candidate_chunk(run: _Run, start: int, end: int, k: int, signals: Mapping[s
     lo, hi, first, counts, rows = _chunk_rows(run, start, end)
     if hi == lo:
         return
-    raw, logit, z = _interest_logits(run, lo, hi)
-    best, which = _best_interest(logit, first, counts)
+    raw, logit, parts, vectors = _interest_logits(run, lo, hi)
+    best = _best(logit, first, counts)
+    which = _best_interest(section_keys(logit, raw, run.plan.refs[lo:hi]), first, counts)[1]
     lexical = best.copy()
     with_model, share, learned = _learned(run, rows, best)
     key = best + run.log_boost[None, :]
@@ -381,7 +407,7 @@ def _candidate_chunk(run: _Run, start: int, end: int, k: int, signals: Mapping[s
         recent = _top_near(np.where(run.old[None, :], -np.inf, sure), np.where(run.old[None, :], -np.inf, near), k)
         kept = recent | _top_near(np.where(run.old[None, :], sure, -np.inf), np.where(run.old[None, :], near, -np.inf),
                                   old_k)
-    _scored(run, lo, rows, first, counts, kept, _Kept(raw, logit, z, lexical, best, which, learned),
+    _scored(run, lo, rows, first, counts, kept, _Kept(raw, logit, parts, vectors, lexical, best, which, learned),
             dict(zip(with_model, share.tolist(), strict=True)), signals, out)
 
 
@@ -398,11 +424,12 @@ class _Kept:
 
     raw: np.ndarray
     logit: np.ndarray
-    z: np.ndarray | None
+    parts: DenseParts | None
+    vectors: list[InterestVectors]  # each interest's profiles (none without the text model)
     lexical: np.ndarray  # each subscriber's best interest's log-odds
     blended: np.ndarray  # ... with the learned model blended in
     which: np.ndarray  # which of their interests is the best
-    learned: np.ndarray  # the learned models' log-odds (subscribers with a model × papers)
+    learned: tuple[np.ndarray, np.ndarray]  # the learned models' log-odds and Rocchio terms (with a model × papers)
 
 
 def _scored(run: _Run, lo: int, rows: np.ndarray, first: np.ndarray, counts: np.ndarray, kept: np.ndarray,
@@ -420,9 +447,10 @@ def _scored(run: _Run, lo: int, rows: np.ndarray, first: np.ndarray, counts: np.
     relevance, lexical_relevance = sigmoid(chunk.blended[kept]), sigmoid(lexical)
     by_interest = kept[np.repeat(np.arange(len(rows)), counts)]  # each interest row: its subscriber's papers
     raw, logit = chunk.raw[by_interest], chunk.logit[by_interest]
-    z = chunk.z[by_interest] if chunk.z is not None else None
+
     interest_ends = np.cumsum(np.repeat(sizes, counts)).tolist()
-    learned = chunk.learned[kept[list(shares)]] if shares else None
+    learned = chunk.learned[0][kept[list(shares)]] if shares else None
+    rocchio = chunk.learned[1][kept[list(shares)]] if shares else None
     model_ends = dict(zip(shares, np.cumsum(sizes[list(shares)]).tolist(), strict=True))
     refs = run.plan.refs[lo:lo + len(by_interest)].tolist()
     compiled = run.plan.compiled(lo, lo + len(by_interest))
@@ -434,8 +462,12 @@ def _scored(run: _Run, lo: int, rows: np.ndarray, first: np.ndarray, counts: np.
         model = slice(model_ends[n] - size, model_ends[n]) if n in shares else None
         out[r] = Scored(papers[at], compiled[a:b], refs[a:b],
                         raw[block].reshape(count, size), logit[block].reshape(count, size), run.settings,
-                        dense=z[block].reshape(count, size) if z is not None else None,
+                        dense=dense_parts(run.pool, run.plan.interests[lo + a:lo + b], chunk.vectors[a:b],
+                                          calibrate(raw[block].reshape(count, size), np.array(refs[a:b])[:, None]),
+                                          papers[at]) if chunk.vectors else None,
+                        vectors=chunk.vectors[a:b] if chunk.vectors else (),
                         model_logit=learned[model] if model is not None and learned is not None else None,
+                        rocchio=rocchio[model] if model is not None and rocchio is not None else None,
                         share=shares.get(n, 0.0), liked=signals.get(run.emails[r], Signals()).liked,
                         derived=(which[at], lexical[at], relevance[at], lexical_relevance[at]))
 

@@ -6,11 +6,11 @@ the inverse document frequencies come from every paper in the store. They are ke
 one cached blob and brought up to date with the papers added since, once per run.
 
 A new install's store holds a few hundred papers, too few to say which words are rare. So the
-package ships background statistics (`digest/data/background.npz`, document frequencies of 45,256
-arXiv papers, built by `bench/build_background.py`), and `blended` adds them to the store's with a
-weight that shrinks as the store grows: the background counts as BACKGROUND_DOCS × K / (K + N)
-documents for a store of N papers (K = BACKGROUND_HALF), so a store of K papers weighs as much as
-half the background, and a store of ten times K takes over.
+package ships background statistics (`digest/data/background.npz`, document frequencies of the 7,471
+papers of the arXiv sample that no ranking benchmark draws from, built by `bench/build_background.py`),
+and `blended` adds them to the store's with a weight that shrinks as the store grows: the background
+counts as BACKGROUND_DOCS × K / (K + N) documents for a store of N papers (K = BACKGROUND_HALF), so a
+store of K papers weighs as much as half the background, and a store of ten times K takes over.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from .text import ANALYZER_VERSION, N_FEATURES, count_matrix
 
 BM25_K1 = 1.2  # term-frequency saturation: the 2nd mention adds less than the 1st, the 5th little
 BM25_B = 0.75  # how much a long abstract's counts are discounted
-BACKGROUND_DOCS = 45_256  # documents the shipped background statistics count at most (a fresh store)
-BACKGROUND_HALF = 20_000  # store size at which the background weighs half as much as on a fresh install
+BACKGROUND_DOCS = 7_471  # documents the shipped background statistics count at most (a fresh store)
+BACKGROUND_HALF = 5_000  # store size at which the background weighs half as much as on a fresh install
 
 
 @dataclass(frozen=True)

@@ -1,102 +1,115 @@
-"""Dense similarity in the default install: WordLlama static embeddings (numpy only, no PyTorch).
+"""The text model in the pipeline: papers' and interests' embeddings and interests' profiles, kept in the store.
 
-The package `wordllama` ships its 256-dimension "l2_supercat" token embeddings and tokenizer inside
-the wheel; they are loaded from the package folder with downloads disabled, so nothing is fetched at
-run time. A text's embedding is the pooled embedding of its tokens (about a thousand papers a second
-on one core here). A paper's embedding is computed once and kept in the store, keyed by the paper
-and MODEL_NAME; so is an interest's (its name, keywords and description), keyed by a hash of its
-text, so that a daily run reads its subscribers' interests back instead of embedding them again, and
-a process keeps the last MEMO_TEXTS it used.
+A paper's embedding is computed once, by the ingest or fetch that brings it in, and kept in the
+store keyed by the paper and `neural.MODEL_NAME`; an interest's words are embedded when the interest
+is stored, keyed by a hash of their text. An interest's `DenseProfile` (`vectors.py`: its query, its
+learned model, their reference statistics) is made from those and kept in the store's cache, so a
+send reads vectors and multiplies matrices; a process keeps the last MEMO_TEXTS texts and
+MEMO_PROFILES profiles it used.
 
-How it enters the relevance: each interest's cosine similarities over the pool are standardised
-(z-scores over the pool) and `select.dense_weight` × z is added to the interest's calibrated log-odds
-(`rank.py`). Measurements and the choice of the weight: BENCHMARKS.md, issue 11.
+A library (an interest's `library` or `seed_papers`) is read entry by entry: an entry the store
+knows (by arXiv id, DOI or title) counts as the stored paper, its embedding read from the store;
+any other with a title or abstract is embedded from them; one with neither (an arXiv id or DOI the
+store has not seen yet) is left out and logged, never guessed.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
-from functools import cache
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+import logging
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import ConfigError
-from ..models import Paper
+from ..models import Interest, LibraryEntry, Paper
+from .neural import DIM, MODEL_NAME, TextModel, load
+from .vectors import DenseProfile, library_key, library_profile, text_key, text_profile
 
 if TYPE_CHECKING:
     from ..store import Store
 
-MODEL_NAME = "wordllama-l2-supercat-256"
-BATCH = 256
-DIM = 256
-MEMO_TEXTS = 50_000  # query texts' embeddings a process keeps in memory (1 kB each)
-
-
-@cache  # read-only once loaded: every embedder of the process (and its forked workers) shares one
-def load_model() -> Any:
-    """The WordLlama model shipped in the `wordllama` package, loaded without any download."""
-    try:
-        import wordllama
-    except ImportError as exc:
-        raise ConfigError("select.dense_weight is set but the package wordllama is missing: "
-                          "pip install wordllama (or set select.dense_weight = 0)") from exc
-    # wordllama 0.4 looks for its tokenizer in wordllama/tokenizer/ but ships it in tokenizers/: naming
-    # the package folder as the cache finds both files there, and disable_download makes a miss an error.
-    return wordllama.WordLlama.load(cache_dir=Path(wordllama.__file__).parent, disable_download=True)
+log = logging.getLogger("digest")
+MEMO_TEXTS = 50_000  # query texts' embeddings a process keeps in memory (1.5 kB each)
+MEMO_PROFILES = 20_000  # interests' profiles a process keeps in memory (about 4 kB each, a library's more)
+PROGRESS_AT = 200  # papers from which an ingest on a terminal shows a progress bar
 
 
 def paper_text(paper: Paper) -> str:
     return f"{paper.title}. {paper.abstract}"
 
 
-def text_key(text: str) -> str:
+def entry_text(entry: LibraryEntry) -> str:
+    return ". ".join(part for part in (entry.title, entry.abstract) if part)
+
+
+def interest_text(interest: Interest) -> str:
+    """What an interest says in words, as the text model reads it: its keywords, then its description."""
+    return ". ".join(part for part in (", ".join(interest.keywords), interest.description) if part)
+
+
+def stored_text_key(text: str) -> str:
     """A query text's key in the store's embeddings table (beside the papers' keys, which have no `text:`)."""
-    return "text:" + hashlib.sha256(text.encode()).hexdigest()[:40]
+    return "text:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+
+
+@dataclass(frozen=True)
+class InterestVectors:
+    """An interest's profiles: of its words, and of its library (None for what it does not have)."""
+
+    text: DenseProfile | None
+    library: DenseProfile | None
+    library_titles: tuple[str, ...] = ()  # the library papers the profile was made from, in its order
 
 
 class DenseEmbedder:
-    """Unit-length embeddings of papers (cached in the store) and of query texts (cached in memory)."""
+    """Embeddings of papers and query texts, and interests' profiles, read from the store where it has them."""
 
-    def __init__(self, store: Store | None = None, model: Any = None) -> None:
+    def __init__(self, store: Store | None = None, model: TextModel | None = None, *,
+                 progress: bool = False) -> None:
         self._model = model
         self.store = store
+        self.progress = progress
         self._texts: dict[str, np.ndarray] = {}
         self._papers: dict[str, np.ndarray] = {}
+        self._profiles: dict[str, DenseProfile] = {}
 
     @property
-    def model(self) -> Any:
-        if self._model is None:  # loaded on first use: ingest, status and the web pages never need it
-            self._model = load_model()
+    def model(self) -> TextModel:
+        if self._model is None:  # loaded on first use: status and the web pages never need it
+            self._model = load()
         return self._model
 
-    def _encode(self, texts: Sequence[str]) -> np.ndarray:
-        out = [np.asarray(self.model.embed(list(texts[i:i + BATCH]), norm=True), dtype=np.float32)
-               for i in range(0, len(texts), BATCH)]
-        return np.vstack(out) if out else np.zeros((0, DIM), dtype=np.float32)
+    def _encode(self, texts: Sequence[str], label: str = "") -> np.ndarray:
+        bar = _bar(len(texts), label) if self.progress and label and len(texts) >= PROGRESS_AT else None
+        try:
+            return self.model.embed(texts, progress=bar.update if bar is not None else None)
+        finally:
+            if bar is not None:
+                bar.close()
 
     def texts(self, texts: Sequence[str]) -> np.ndarray:
-        """Embeddings of query texts (an interest's words): from memory, else the store, else computed (and stored)."""
+        """Embeddings of query texts: from memory, else the store, else computed (and stored)."""
+        if not texts:
+            return np.zeros((0, DIM), dtype=np.float32)
         found = {t: self._texts[t] for t in dict.fromkeys(texts) if t in self._texts}
         missing = [t for t in dict.fromkeys(texts) if t not in found]
         if missing and self.store is not None:
-            keys = {text_key(t): t for t in missing}
+            keys = {stored_text_key(t): t for t in missing}
             found.update((keys[k], v) for k, v in self.store.embeddings(list(keys), MODEL_NAME).items())
             missing = [t for t in missing if t not in found]
         if missing:
-            computed = dict(zip(missing, self._encode(missing), strict=True))
+            computed = dict(zip(missing, self._encode(missing, "embedding interests"), strict=True))
             if self.store is not None:
-                self.store.put_embeddings({text_key(t): v for t, v in computed.items()}, MODEL_NAME)
+                self.store.put_embeddings({stored_text_key(t): v for t, v in computed.items()}, MODEL_NAME)
             found.update(computed)
         for text, vector in found.items():
             self._texts.pop(text, None)  # most recently used last
             self._texts[text] = vector
         while len(self._texts) > MEMO_TEXTS:
             del self._texts[next(iter(self._texts))]
-        if not texts:
-            return np.zeros((0, DIM), dtype=np.float32)
         return np.vstack([found[t] for t in texts])
 
     def papers(self, papers: Sequence[Paper]) -> np.ndarray:
@@ -107,11 +120,125 @@ class DenseEmbedder:
         wanted = [k for k in dict.fromkeys(keys) if k not in self._papers]
         if wanted and self.store is not None:
             self._papers.update(self.store.embeddings(wanted, MODEL_NAME))
-        missing = [n for n, key in enumerate(keys) if key not in self._papers]
+        missing = list({keys[n]: n for n, key in enumerate(keys) if key not in self._papers}.values())
         if missing:
-            fresh = self._encode([paper_text(papers[n]) for n in missing])
+            fresh = self._encode([paper_text(papers[n]) for n in missing], "embedding papers")
             computed = {keys[n]: fresh[j] for j, n in enumerate(missing)}
             if self.store is not None:
                 self.store.put_embeddings(computed, MODEL_NAME)
             self._papers.update(computed)
         return np.vstack([np.asarray(self._papers[key], dtype=np.float32) for key in keys])
+
+    # -- interests ----------------------------------------------------------------------------------
+
+    def interests(self, interests: Sequence[Interest], seeds: Callable[[Interest], Sequence[Paper]] | None = None,
+                  ) -> list[InterestVectors]:
+        """Each interest's profiles (from memory, the store's cache, or made now and kept).
+
+        `seeds`: the papers an interest's `seed_papers` name (as the store found them); without it the
+        store is asked.
+        """
+        texts = [interest_text(i) for i in interests if i.has_text]
+        wanted = [t for t in dict.fromkeys(texts) if text_key(t) not in self._profiles]
+        self._load(text_key(t) for t in wanted)
+        todo = [t for t in wanted if text_key(t) not in self._profiles]
+        if todo:
+            from threadpoolctl import threadpool_limits
+
+            vectors = self.texts(todo)
+            with threadpool_limits(limits=1, user_api="blas"):  # small products: threads would only spin
+                made = [text_profile(vector) for vector in vectors]
+            for text, profile in zip(todo, made, strict=True):
+                self._keep(text_key(text), profile)
+        out = []
+        for interest in interests:
+            text = self._profiles[text_key(interest_text(interest))] if interest.has_text else None
+            library, titles = self._library(interest, seeds) if interest.has_library else (None, ())
+            out.append(InterestVectors(text, library, titles))
+        return out
+
+    def _library(self, interest: Interest, seeds: Callable[[Interest], Sequence[Paper]] | None,
+                 ) -> tuple[DenseProfile | None, tuple[str, ...]]:
+        papers = self.library_papers(interest, seeds)
+        if not papers:
+            return None, ()
+        digest = hashlib.sha256("\x00".join(f"{key}\x01{text}" for key, text, _ in papers).encode(
+            "utf-8", "surrogatepass")).hexdigest()[:40]
+        key = library_key(digest)
+        self._load([key])
+        if key not in self._profiles:
+            stored = [p for _, _, p in papers if p is not None]
+            vectors = np.zeros((len(papers), DIM), dtype=np.float32)
+            if stored:
+                found = self.papers(stored)
+                at = [n for n, (_, _, p) in enumerate(papers) if p is not None]
+                vectors[at] = found
+            others = [n for n, (_, _, p) in enumerate(papers) if p is None]
+            if others:
+                vectors[others] = self.texts([papers[n][1] for n in others])
+            self._keep(key, library_profile(vectors))
+        return self._profiles[key], tuple(text.split(". ", 1)[0] for _, text, _ in papers)
+
+    def library_papers(self, interest: Interest, seeds: Callable[[Interest], Sequence[Paper]] | None = None,
+                       ) -> list[tuple[str, str, Paper | None]]:
+        """The interest's library as (key, text, stored paper or None), most recently added first; entries with
+        nothing to read are logged and left out."""
+        entries = list(interest.library)
+        if not entries and interest.library_key and self.store is not None:
+            entries = list(self.store.library_entries(interest.library_key))
+        dated = sorted((e for e in entries if e.added), key=lambda e: e.added, reverse=True)  # type: ignore[arg-type, return-value]
+        entries = dated + [e for e in entries if not e.added]
+        refs = [r for e in entries for r in (e.arxiv_id, e.title) if r]
+        known = self.store.find_papers(refs) if self.store is not None and refs else {}
+        out: list[tuple[str, str, Paper | None]] = []
+        for entry in entries:  # the stored paper by its arXiv id, else by its title
+            paper = known.get(entry.arxiv_id or "") or known.get(entry.title)
+            if paper is not None:
+                out.append((paper.key, paper_text(paper), paper))
+            elif entry.title or entry.abstract:
+                out.append((f"entry:{entry.title}", entry_text(entry), None))
+            else:
+                where = f"{interest.library_source}:{entry.line}" if interest.library_source else interest.name
+                log.info("%s: %s is not in the store yet, so it does not count until a source brings it in",
+                         where, entry.arxiv_id or entry.doi)
+        for paper in (seeds(interest) if seeds is not None else self._seed_papers(interest)):
+            out.append((paper.key, paper_text(paper), paper if paper.store_id is not None else None))
+        return list({key: (key, text, paper) for key, text, paper in out}.values())
+
+    def _seed_papers(self, interest: Interest) -> list[Paper]:
+        """The papers an interest's `seed_papers` name: stored ones, and titles the store lacks as text."""
+        found = self.store.find_papers(interest.seed_papers) if self.store is not None and interest.seed_papers else {}
+        out = []
+        for ref in interest.seed_papers:
+            if ref in found:
+                out.append(found[ref])
+            elif not (any(ch.isdigit() for ch in ref) and " " not in ref.strip()):  # a title, not an unknown id
+                out.append(Paper(title=ref, abstract=""))
+        return out
+
+    def _load(self, keys: Iterable[str]) -> None:
+        """Read into memory the stored profiles of these keys that are not there yet."""
+        if self.store is None:
+            return
+        wanted = [key for key in dict.fromkeys(keys) if key not in self._profiles]
+        for key, saved in self.store.get_caches(wanted).items() if wanted else ():
+            try:
+                self._profiles[key] = DenseProfile.from_bytes(saved)
+            except (ValueError, KeyError, OSError) as exc:  # made again, and kept again
+                log.warning("an interest's stored profile could not be read (%s); making it again", exc)
+
+    def _keep(self, key: str, profile: DenseProfile) -> None:
+        self._profiles[key] = profile
+        if self.store is not None:
+            self.store.put_cache(key, profile.to_bytes())
+        while len(self._profiles) > MEMO_PROFILES:
+            del self._profiles[next(iter(self._profiles))]
+
+
+def _bar(total: int, label: str):  # type: ignore[no-untyped-def]
+    """A progress bar on a terminal's stderr (None elsewhere: logs stay clean)."""
+    if not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=label, unit=" texts", leave=False, file=sys.stderr)

@@ -12,13 +12,16 @@ from functools import lru_cache
 import numpy as np
 
 from ..models import Paper
+from .authors import matched
 from .pool import Index, Pool
 from .profile import Part, papers_unit
 from .scores import Scored
 from .text import bigrams, columns, surface_forms, tokens
 
-MENTION_SHARE = 0.15  # a seed paper or semantic match is named when it gives this share of the raw score
+MENTION_SHARE = 0.15  # a seed paper is named when it gives this share of the raw score (words alone)
 LIFT = 0.5  # a liked paper is named when the learned model lifts the log-odds by this much
+NEIGHBOUR_Z = 1.5  # a library paper is named when the paper is this unusually close to the library
+QUERY_Z = 3.0  # "close in meaning" when no keyword matched and the paper is this unusually close to the words
 TITLE_CHARS = 60
 
 
@@ -68,47 +71,60 @@ class Explainer:
         return part.coef * float(self.index.scores(part.unit)[self.scores.papers[j]])
 
     def parts(self, j: int) -> dict[str, float]:
-        """Pick j's raw score split into keywords, description, seeds and semantic (BM25 units), the
-        interest's unit, the dense similarity's log-odds, the relevance before feedback, and the learned
-        model's probability and share."""
+        """Pick j's score parts: its best interest's lexical score split into keywords and description (BM25
+        units) and the interest's unit, the text model's z-scores (query, model, neighbours), the relevance before
+        feedback, and the learned model's probability and share."""
         s = self.scores
         n = int(s.best[j])
-        out = dict.fromkeys(("keywords", "description", "seeds"), 0.0)
+        out = dict.fromkeys(("keywords", "description"), 0.0)
         for part in s.interests[n].parts:
-            out[part.kind if part.kind != "keyword" else "keywords"] += self._part(part, j)
-        out["semantic"] = float(s.raw(n)[j]) - sum(out.values()) if s.semantic is not None else 0.0
+            if part.kind in ("keyword", "description"):
+                out[part.kind if part.kind != "keyword" else "keywords"] += self._part(part, j)
         out["unit"] = s.units[n]
-        out["dense"] = s.settings.dense_weight * float(s.dense[n][j]) if s.dense is not None else 0.0
+        dense = s.dense
+        out["query"] = float(dense.query[n][j]) if dense is not None else 0.0
+        out["model"] = float(dense.model[n][j]) if dense is not None else 0.0
+        out["neighbours"] = float(dense.neighbours[n][j]) if dense is not None else 0.0
         out["lexical"] = float(s.lexical_relevance[j])
         out["feedback"] = float(1 / (1 + np.exp(-s.model_logit[j]))) if s.model_logit is not None else 0.0
         out["feedback_share"] = s.share
         return {k: round(v, 4) for k, v in out.items()}
 
     def reasons(self, j: int) -> tuple[str, ...]:
-        """The matched keywords (strongest first), description words, and the papers it resembles."""
+        """The followed authors, the matched keywords (strongest first), description words, the library paper it is
+        closest to, and the liked paper it resembles."""
         s = self.scores
         c = self.column[j]
         n, i = self._best[c], self._at[c]
         ci = s.interests[n]
+        paper = self.pool.papers[i]
+        followed = [name for other in s.interests for name in other.interest.authors]
+        reasons = [f"by {name}, whom you follow" for name in dict.fromkeys(matched(followed, paper.authors))]
         strongest = self._strongest(n, j)
         # Whole keywords only: a phrase's stray words ("KV", "cache") say little; when no keyword matched
         # whole, the strongest one is named as matched in part.
-        reasons = [label for label in strongest if self._as_matched(label, i) == [label]]
-        if not reasons and strongest:
-            reasons = [f"{strongest[0]} (in part)"]
+        words = [label for label in strongest if self._as_matched(label, i) == [label]]
+        if not words and strongest:
+            words = [f"{strongest[0]} (in part)"]
+        reasons += words
         if ci.description_words:
             cols = np.array(list(ci.description_words), dtype=np.int64)
             present = self.pool.has_terms(i, cols)
             reasons += list(dict.fromkeys(ci.description_words[col] for col in cols[present].tolist()))
-        if ci.seed_papers or s.semantic is not None:
+        dense = s.dense
+        if dense is not None and n < len(s.vectors):
+            vectors = s.vectors[n]
+            if dense.library[n][j] and vectors.library is not None and vectors.library_titles \
+                    and dense.neighbours[n][j] >= NEIGHBOUR_Z:
+                closest = self.pool.dense_unit()[i] @ vectors.library.neighbours.T
+                reasons.append(f"like “{_short(vectors.library_titles[int(np.argmax(closest))])}” in your library")
+            elif not words and ci.interest.has_text and dense.query[n][j] >= QUERY_Z:
+                reasons.append("close in meaning to your words")
+        if ci.seed_papers and (dense is None):
             raw = max(float(s.raw(n)[j]), 1e-9)
             for part in ci.parts:
                 if part.kind == "seeds" and self._part(part, j) >= MENTION_SHARE * raw:
                     reasons.append(f"like seed “{_short(self._closest('seed:', ci.seed_papers, i).title)}”")
-            if s.semantic is not None:
-                semantic = float(s.raw(n)[j]) - float(s.lexical[n][j])
-                if semantic >= MENTION_SHARE * raw:
-                    reasons.append(f"close in meaning ({float(s.semantic[n][j]):.2f})")
         if s.liked and s.model_logit is not None and s.relevance_lift(j) >= LIFT:
             reasons.append(f"like “{_short(self._closest('liked1:', s.liked, i).title)}”, marked more")
         return tuple(reasons)

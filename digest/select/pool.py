@@ -18,29 +18,24 @@ from typing import Any, Protocol
 import numpy as np
 import scipy.sparse as sp
 
-from ..models import Interest, Paper
+from ..models import Paper
+from .authors import author_keys, followed_keys
 from .corpus import CorpusStats, Fields, background, bm25_weights, unit_length
 from .text import N_FEATURES, bigrams, columns, tokens
+from .vectors import centred, codes
 
 SIMILARITY_MATRIX_LIMIT = 3000  # pools up to this size keep every pair's similarity in memory
 MEMO_FLOATS = 25_000_000  # at most this many floats (200 MB) of per-interest scores are kept per pool
 MEMO_ENTRIES = 100_000  # memoised values a long run keeps between batches
 MAX_UNITS = 10_000  # scored query units kept (each a row of pool-length floats: 80 MB at 1,000 papers)
-DENSE_MEMO = 2000  # interests whose dense similarities over the pool a pool keeps (previews, one-by-one ranking)
 
 
 class Embedder(Protocol):
-    """Sentence embeddings (unit length, one row per input) for papers and for query texts."""
+    """The text model's embeddings (one row per input) of papers and of query texts, and interests' profiles."""
 
     def papers(self, papers: Sequence[Paper]) -> np.ndarray: ...
 
     def texts(self, texts: Sequence[str]) -> np.ndarray: ...
-
-
-def interest_text(interest: Interest) -> str:
-    """What an interest says in words, for a sentence-embedding model."""
-    words = ", ".join(interest.keywords)
-    return ". ".join(part for part in (interest.name, words, interest.description) if part)
 
 
 @dataclass(frozen=True)
@@ -181,29 +176,28 @@ class Pool:
     """The papers one digest date draws from, analysed once and shared by every subscriber."""
 
     def __init__(self, papers: Sequence[Paper], corpus: CorpusStats | None = None, *,
-                 embedder: Embedder | None = None, background: bool | CorpusStats = True,
-                 dense: Embedder | None = None, fields: Fields | None = None) -> None:
+                 background: bool | CorpusStats = True, dense: Embedder | None = None,
+                 fields: Fields | None = None) -> None:
         """`corpus`: the store's term statistics; `background`: blend in the shipped ones (or these), or not;
-        `embedder`: sentence embeddings (the semantic extra); `dense`: the built-in static embeddings;
-        `fields`: the papers' term counts when already analysed (`Fields.of(papers)`)."""
+        `dense`: the text model's embeddings (None: words only); `fields`: the papers' term counts when already
+        analysed (`Fields.of(papers)`)."""
         self.papers = list(papers)
         self.fields = fields if fields is not None else Fields.of(self.papers)
         shipped = _background() if background is True else background or None
         self.corpus = _with_pool(corpus, self.papers, self.fields).blended(shipped)
         self.index_by_id = {p.store_id: i for i, p in enumerate(self.papers) if p.store_id is not None}
-        self.embedder = embedder
         self.dense = dense
         self._dense_papers: np.ndarray | None = None
-        self._dense_papers64: np.ndarray | None = None
-        self._dense: dict[Any, np.ndarray] = {}
+        self._dense_unit: np.ndarray | None = None
+        self._dense_codes: tuple[np.ndarray, np.ndarray] | None = None
         self._indexes: dict[float, Index] = {}
         self._boosts: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = {}
         present = self.fields.present()
         self._present, self._present_rows = present.tocsc(), present
-        self._embeddings: np.ndarray | None = None
-        self._queries: dict[Any, np.ndarray] = {}
         self._contains: dict[str, np.ndarray] = {}
         self._terms: dict[int, frozenset[int]] = {}
+        self._authored: dict[tuple[str, ...], np.ndarray] = {}
+        self._author_names: list[frozenset[str]] | None = None
 
     def __len__(self) -> int:
         return len(self.papers)
@@ -236,66 +230,40 @@ class Pool:
             found = self._terms[i] = frozenset(self._present_rows.indices[start:end].tolist())
         return np.fromiter((c in found for c in cols.tolist()), dtype=bool, count=len(cols))
 
-    def semantic(self, interest: Interest, seeds: Sequence[Paper]) -> np.ndarray:
-        """Cosine similarity of every paper's embedding to the interest's (its words and seed papers)."""
-        assert self.embedder is not None
-        key = (interest.keywords, interest.description, tuple(p.key for p in seeds))
-        if key not in self._queries:
-            if self._embeddings is None:
-                self._embeddings = self.embedder.papers(self.papers)
-            query = self.embedder.texts([interest_text(interest)])[0]
-            if seeds:
-                query = query + self.embedder.papers(list(seeds)).mean(axis=0)
-            query = query / (np.linalg.norm(query) or 1.0)
-            self._queries[key] = self._embeddings @ query
-        return self._queries[key]
-
-    def dense_queries(self, interests: Sequence[tuple[Interest, Sequence[Paper]]]) -> np.ndarray:
-        """Interests' unit-length dense vectors (their words, plus the mean of their seed papers'), one row
-        each, in float64; the texts are embedded together."""
-        assert self.dense is not None
-        if not interests:
-            return np.zeros((0, self.dense_papers().shape[1]))  # type: ignore[union-attr]
-        queries = self.dense.texts([interest_text(i) for i, _ in interests]).astype(np.float64)
-        for n, (_, seeds) in enumerate(interests):
-            if seeds:
-                queries[n] += self.dense.papers(list(seeds)).mean(axis=0)
-        norms = np.sqrt((queries * queries).sum(axis=1))
-        return queries / np.where(norms > 0, norms, 1.0)[:, None]
-
-    def dense_query(self, interest: Interest, seeds: Sequence[Paper]) -> np.ndarray:
-        """An interest's unit-length dense vector: its words, plus the mean of its seed papers'."""
-        return self.dense_queries([(interest, seeds)])[0]
-
     def dense_papers(self) -> np.ndarray | None:
-        """The pool's dense embeddings (papers × dimensions), or None without dense similarity."""
+        """The pool's embeddings (papers × dimensions, float32), or None without the text model."""
         if self.dense is None:
             return None
         if self._dense_papers is None:
             self._dense_papers = self.dense.papers(self.papers)
         return self._dense_papers
 
-    def dense_z(self, queries: np.ndarray) -> np.ndarray:
-        """Each query's cosine similarity to every paper, standardised over the pool (queries × papers).
+    def dense_unit(self) -> np.ndarray:
+        """The pool's embeddings centred on the reference mean, unit length (`vectors.centred`)."""
+        if self._dense_unit is None:
+            raw = self.dense_papers()
+            assert raw is not None
+            self._dense_unit = centred(raw)
+        return self._dense_unit
 
-        In float64, row by row: a query's z-scores are the same (to the last bits that can change a
-        rounded score) whether it is standardised alone or with a batch of others.
-        """
-        if self._dense_papers64 is None:
-            self._dense_papers64 = np.asarray(self.dense_papers(), dtype=np.float64)
-        cos = queries @ self._dense_papers64.T
-        if not cos.shape[1]:  # a day without papers
-            return cos
-        return (cos - cos.mean(axis=1, keepdims=True)) / (cos.std(axis=1, keepdims=True) + 1e-9)
+    def dense_codes(self, papers: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The pool's centred unit embeddings as int8 codes (`vectors.codes`), of every paper or of these."""
+        if self._dense_codes is None:
+            self._dense_codes = codes(self.dense_unit())
+        if papers is None:
+            return self._dense_codes
+        return self._dense_codes[0][papers], self._dense_codes[1][papers]
 
-    def dense_interest(self, interest: Interest, seeds: Sequence[Paper]) -> np.ndarray:
-        """`dense_z` of one interest (the last DENSE_MEMO interests' are kept)."""
-        key = (interest.name, interest.keywords, interest.description, tuple(p.key for p in seeds))
-        found = self._dense.get(key)
+    def by_authors(self, names: Sequence[str]) -> np.ndarray:
+        """Which papers one of these authors wrote (names compared as `authors.normalised` reads them)."""
+        key = tuple(names)
+        found = self._authored.get(key)
         if found is None:
-            found = self._dense[key] = self.dense_z(self.dense_query(interest, seeds)[None, :])[0]
-            if len(self._dense) > DENSE_MEMO:
-                del self._dense[next(iter(self._dense))]
+            if self._author_names is None:
+                self._author_names = [frozenset(author_keys(p.authors)) for p in self.papers]
+            wanted = followed_keys(names)
+            found = self._authored[key] = np.fromiter((bool(w & wanted) for w in self._author_names), dtype=bool,
+                                                      count=len(self.papers))
         return found
 
     def boosts(self, day: date, comment_weight: float, half_life: float) -> tuple[np.ndarray, np.ndarray]:

@@ -128,15 +128,16 @@ def papers_unit(prefix: str, papers: Sequence[Paper], index: Index) -> Unit:
 
 
 def compile_interest(interest: Interest, index: Index, seeds: Mapping[str, Paper], *,
-                     description_weight: float, seed_weight: float) -> CompiledInterest:
-    """The parts of one interest."""
+                     description_weight: float, seed_weight: float, with_seeds: bool = True) -> CompiledInterest:
+    """The parts of one interest (its words; its seed papers' centroid too, `with_seeds`, when the text model does
+    not read them as a library)."""
     parts = [keyword_part(k) for k in interest.keywords]
     words: dict[int, str] = {}
     if interest.description:
         unit, words = description_unit(interest.description)
         parts.append(Part(unit, description_weight, "description", "description"))
     papers = seed_papers(interest, seeds)
-    if papers:
+    if papers and with_seeds:
         parts.append(Part(papers_unit("seeds:", papers, index), seed_weight, "seeds", "seed papers"))
     return CompiledInterest(interest, tuple(parts), words, papers)
 

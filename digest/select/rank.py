@@ -1,27 +1,31 @@
 """Scoring one subscriber against a pool: calibrated relevance, boosts, floor, diversity, sections, reasons.
 
-For paper d and interest i, the raw score is in BM25 units:
+For paper d and interest i, the words' raw score is in BM25 units:
 
     raw_i(d) = Σ_keywords BM25F(keyword, d) + description_weight × BM25F(description, d)
-               + seed_weight × BM25F(centroid of seed papers, d)
-               + semantic_weight × max(0, cos(embedding(d), embedding(interest)) - SEMANTIC_BASE)
 
 and is read in the interest's own unit, ref_i (what one mention of a typical one of its keywords in
-an abstract scores, from the same term statistics: `profile.reference`). The calibration turns it
-into a probability that the paper is on topic, fitted on labelled arXiv papers (`bench/calibrate.py`;
-A and B are CALIBRATION_A/B, or DENSE_CALIBRATION_A/B when dense similarity is on, z_i(d) being the
-paper's dense cosine similarity to the interest standardised over the pool, `dense.py`):
+an abstract scores, from the same term statistics: `profile.reference`), as log-odds:
 
-    logit_i(d)   = A + B × log(raw_i(d) / ref_i) + log(weight_i) [+ dense_weight × z_i(d)]
-    lexical(d)   = sigmoid(max_i logit_i(d))                  (no match at all: logit NO_MATCH)
-    relevance(d) = sigmoid(L(d) + s × (model(d) − min(L(d), MODEL_A))),  L(d) = max_i logit_i(d),
-                   s = clicks / (clicks + feedback_clicks)
+    L_i(d) = A + B × log(raw_i(d) / ref_i)                       (no word matched: NO_MATCH)
+
+With the text model (the default) the interest's words and library are also vectors (`vectors.py`),
+and the log-odds fuse the words' with the text model's z-scores, with constants fitted per style of
+interest (`scores.FUSION`, `bench/calibrate.py`):
+
+    words_i(d)   = A_s + Q_s × z_query + M_s × z_model + W_s × max(L_i(d), LEXICAL_FLOOR)
+    library_i(d) = A + M × z_model(library) + K × z_neighbours
+    logit_i(d)   = max(words_i(d), library_i(d)) + log(weight_i)  (AUTHOR_LOGIT for a followed author's paper)
+
+Without it, logit_i(d) = L_i(d) + log(weight_i). Then, L(d) = max_i logit_i(d):
+
+    relevance(d) = sigmoid(L(d) + s × (model(d) − min(L(d), MODEL_A))),  s = clicks / (clicks + feedback_clicks)
     score(d)     = relevance(d) with its odds × (1 + upvote_weight × trend(d)) × (1 + recency_weight × recency(d))
 
 model(d) is the log-odds of the subscriber's learned model (`learn.py`), when they have clicked: it adds
-to the keywords' evidence where they found the paper, and takes the share s where they did not (`scores.blend`).
-An interest's weight multiplies its odds. trend(d) = log(1 + upvotes + comment_weight × comments),
-scaled to 1 for the pool's top paper; recency(d) = 0.5 ** (age in days / recency_half_life_days).
+to the interests' evidence where they found the paper, and takes the share s where they did not (`scores.blend`).
+trend(d) = log(1 + upvotes + comment_weight × comments), scaled to 1 for the pool's top paper;
+recency(d) = 0.5 ** (age in days / recency_half_life_days).
 A paper is eligible when it is not excluded, not already received, not marked *less*, and its
 relevance reaches `min_relevance`. Eligible papers are taken best score first, re-ranked for
 diversity (maximal marginal relevance in one vectorised pass): (1 - diversity) × score / best
@@ -46,11 +50,8 @@ from .profile import Signals
 from .scores import (
     CALIBRATION_A,
     CALIBRATION_B,
-    DENSE_CALIBRATION_A,
-    DENSE_CALIBRATION_B,
     LIKED_SECTION,
     NO_MATCH,
-    SEMANTIC_BASE,
     Scored,
     Scores,
     SelectSettings,
@@ -61,8 +62,8 @@ from .scores import (
     sigmoid,
 )
 
-__all__ = ["CALIBRATION_A", "CALIBRATION_B", "DENSE_CALIBRATION_A", "DENSE_CALIBRATION_B", "LIKED_SECTION",
-           "MMR_WINDOW", "NEAR_DUPLICATE", "NO_MATCH", "SEMANTIC_BASE", "TRENDING_SECTION", "Ranked", "Scored",
+__all__ = ["CALIBRATION_A", "CALIBRATION_B", "LIKED_SECTION",
+           "MMR_WINDOW", "NEAR_DUPLICATE", "NO_MATCH", "TRENDING_SECTION", "Ranked", "Scored",
            "Scores", "SelectSettings", "blocked_papers", "boost", "boosted", "calibrate", "calibration", "diversify",
            "choose", "feedback_model", "rank", "sections", "sigmoid"]
 

@@ -14,18 +14,33 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..models import Interest, Paper, Subscriber
-from .learn import MODEL_A, NEGATIVES, FeedbackModel, fit, sample
+from .dense import InterestVectors
+from .learn import MODEL_A, NEGATIVES, FeedbackModel, fit, without
+from .neural import DIM
 from .pool import Index, Pool
 from .profile import CompiledInterest, Signals, compile_interest, reference, seed_papers
+from .vectors import exact_dot
 
 LIKED_SECTION = "More like papers you liked"
-SEMANTIC_BASE = 0.2  # cosine similarity of unrelated abstracts with this model hovers around here
-# Fitted by bench/calibrate.py on the tuning pools: the log-odds at one typical mention, and how fast they grow
-# with the log of the score in the interest's unit; keywords alone, and with dense similarity (whose fitted
-# weight, 0.51, is the default select.dense_weight).
+# The words' calibration (bench/calibrate.py, keyword profiles): log-odds at one typical mention, and how fast they
+# grow with the log of the score in the interest's unit. It is the whole relevance with the text model off, and
+# the lexical feature of the fusion with it on.
 CALIBRATION_A, CALIBRATION_B = 0.212, 1.369
-DENSE_CALIBRATION_A, DENSE_CALIBRATION_B = -0.330, 1.095
 NO_MATCH = -8.0  # log-odds of a paper that matches nothing of an interest
+LEXICAL_FLOOR = -4.0  # the lexical feature's least value (a paper sharing no word with the interest)
+AUTHOR_LOGIT = 8.0  # log-odds given to a paper by an author the interest follows: it is always shown
+# Sections: interests surer than SECTION_SURE (88%) of a paper count as equally sure, and the one whose words match it
+# best (SECTION_WORDS × its words' log-odds) takes it; otherwise the surest one does.
+SECTION_SURE, SECTION_WORDS = 2.0, 0.1
+# The fusion, fitted by bench/calibrate.py on profile set T (seed 1): per style of interest, the log-odds of relevance
+# are A + query × z_query + model × z_model + lexical × max(L, LEXICAL_FLOOR), the z's being `vectors.features`.
+FUSION = {
+    "keywords": (-2.372, 0.618, 0.452, 0.404),
+    "description": (-1.967, 0.433, 0.625, 0.525),
+    "both": (-2.473, 0.548, 0.476, 0.508),
+}
+# A library: A + model × z_model + neighbours × z_neighbours.
+LIBRARY_FUSION = (-3.459, 1.263, -0.114)
 
 
 @dataclass(frozen=True)
@@ -42,44 +57,145 @@ class SelectSettings:
     seed_weight: float = 3.0
     feedback_clicks: float = 10.0
     diversity: float = 0.3
-    semantic_weight: float = 0.0
-    dense_weight: float = 0.5
+    text_model: float = 1.0  # 1: words and the text model fused; 0: words alone
     # The honest-dates split (`digest.dating`): a paper published more than max_age_days before the digest is
     # "old", and a digest takes at most trending_again old papers besides its max_papers recent ones (0: no split).
     max_age_days: float = 0.0
     trending_again: float = 0.0
 
 
-def calibration(dense: bool) -> tuple[float, float]:
-    """The fitted constants (A, B): for keywords alone, or with dense similarity added."""
-    return (DENSE_CALIBRATION_A, DENSE_CALIBRATION_B) if dense else (CALIBRATION_A, CALIBRATION_B)
+def calibration(dense: bool = False) -> tuple[float, float]:
+    """The words' calibration constants (A, B)."""
+    return CALIBRATION_A, CALIBRATION_B
 
 
 def calibrate(raw: np.ndarray, unit: float | np.ndarray, weight: float | np.ndarray = 1.0,
               dense: bool = False) -> np.ndarray:
     """Log-odds of being on topic from raw scores in BM25 units (see `rank.py`); `unit` and `weight` may be
     columns (one per row of `raw`)."""
-    a, b = calibration(dense)
+    a, b = CALIBRATION_A, CALIBRATION_B
     with np.errstate(divide="ignore"):
         logit = a + b * np.log(np.maximum(raw, 0.0) / unit) + np.log(weight)
     return np.maximum(logit, NO_MATCH)
 
 
-def blend(lexical: np.ndarray, model: np.ndarray, share: float | np.ndarray,
-          out: np.ndarray | None = None) -> np.ndarray:
-    """The log-odds of relevance with the learned model's in: lexical + s × (model − min(lexical, MODEL_A)).
+def style(interest: Interest) -> str:
+    """Which fusion an interest's words take: keywords, a description, or both."""
+    if interest.keywords and interest.description:
+        return "both"
+    return "keywords" if interest.keywords else "description"
 
-    Where the keywords found a paper (log-odds above MODEL_A, the model's value for a typical paper of
-    the pool) the model adds its evidence to theirs, so clicks sharpen an interest and never dilute
-    what the keywords are sure of; where they found little or nothing, the model's log-odds take the
-    share s of the blend, so papers like the liked ones come in that no keyword names. With `out` (which
-    may be `model`), the same operations write there.
+
+@dataclass(frozen=True)
+class DenseParts:
+    """The text model's z-scores of some interests (rows) on some papers (columns), for explanations: closeness
+    to the words, the interest's model (its words' or, where the library decides, its library's), and the
+    mean closeness to the library's papers (0 without one)."""
+
+    query: np.ndarray
+    model: np.ndarray
+    neighbours: np.ndarray
+    library: np.ndarray  # bool, interests × papers: the interest's library decides the paper's log-odds
+
+
+def directions(interests: Sequence[Interest], vectors: Sequence[InterestVectors],
+               ) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray, np.ndarray, list[int], list[int]]:
+    """Every profile's fused direction as codes, and its constant: the text profiles' (words) then the library
+    profiles'; with each text profile's lexical coefficient, and which interests each belongs to."""
+    found, consts, lexical, text, library = [], [], [], [], []
+    for n, v in enumerate(vectors):
+        if v.text is not None:
+            a, q, m, w = FUSION[style(interests[n])]
+            found.append(v.text.fused(q, m, 0.0))
+            consts.append(a)
+            lexical.append(w)
+            text.append(n)
+    a, m, k = LIBRARY_FUSION
+    for n, v in enumerate(vectors):
+        if v.library is not None:
+            found.append(v.library.fused(0.0, m, k))
+            consts.append(a)
+            library.append(n)
+    if not found:
+        return (np.zeros((0, DIM), dtype=np.float32), np.zeros(0)), np.zeros(0), np.zeros(0), text, library
+    rows = np.vstack([f[0] for f in found]).astype(np.float32)
+    return ((rows, np.array([f[1] for f in found])), np.array(consts) + np.array([f[2] for f in found]),
+            np.array(lexical), text, library)
+
+
+def fuse(lexical: np.ndarray, interests: Sequence[Interest], vectors: Sequence[InterestVectors],
+         pool: Pool, columns: np.ndarray | None = None) -> np.ndarray:
+    """Each interest's log-odds of relevance (interests × papers, before its weight): its words' fusion and its
+    library's, the larger of the two (`columns`: only these papers of the pool).
+
+    `lexical` is the words' calibrated log-odds (`calibrate` without the weight), NO_MATCH for no words. The
+    text model's part is one exact matrix product of the interests' directions with the papers' codes."""
+    out = np.full(lexical.shape, -np.inf)
+    found, consts, weights, text, library = directions(interests, vectors)
+    if len(consts):
+        dense = exact_dot(found, pool.dense_codes(columns)) + consts[:, None]
+        if text:
+            out[text] = dense[:len(text)] + weights[:, None] * np.maximum(lexical[text], LEXICAL_FLOOR)
+        if library:
+            out[library] = np.maximum(out[library], dense[len(text):])
+    none = [n for n, v in enumerate(vectors) if v.text is None and v.library is None]
+    if none:  # authors alone, or a library the store cannot read yet: words (if any) decide
+        out[none] = lexical[none]
+    return out
+
+
+def dense_parts(pool: Pool, interests: Sequence[Interest], vectors: Sequence[InterestVectors], lexical: np.ndarray,
+                columns: np.ndarray) -> DenseParts:
+    """The text model's z-scores of the interests on these papers (`columns` of the pool; `lexical`: the interests'
+    words' calibrated log-odds on them, to tell where the library's fusion beats the words')."""
+    shape = (len(interests), len(columns))
+    parts = DenseParts(np.zeros(shape), np.zeros(shape), np.zeros(shape), np.zeros(shape, dtype=bool))
+    unit = pool.dense_codes(columns)
+    for n, v in enumerate(vectors):
+        words = np.full(len(columns), -np.inf)
+        if v.text is not None:
+            parts.query[n], parts.model[n], _ = v.text.z_scores(unit)
+            a, q, m, w = FUSION[style(interests[n])]
+            words = a + q * parts.query[n] + m * parts.model[n] + w * np.maximum(lexical[n], LEXICAL_FLOOR)
+        if v.library is not None:
+            _, model, parts.neighbours[n] = v.library.z_scores(unit)
+            a, m, k = LIBRARY_FUSION
+            decides = a + m * model + k * parts.neighbours[n] >= words
+            parts.model[n] = np.where(decides, model, parts.model[n])
+            parts.library[n] = decides
+    return parts
+
+
+def followed(pool: Pool, interests: Sequence[Interest], logits: np.ndarray,
+             columns: np.ndarray | None = None) -> np.ndarray:
+    """The log-odds with every paper by an author an interest follows raised to AUTHOR_LOGIT (in place)."""
+    for n, interest in enumerate(interests):
+        if interest.authors:
+            found = pool.by_authors(interest.authors)
+            if columns is not None:
+                found = found[columns]
+            np.maximum(logits[n], np.where(found, AUTHOR_LOGIT, -np.inf), out=logits[n])
+    return logits
+
+
+def blend(lexical: np.ndarray, model: np.ndarray, share: float | np.ndarray,
+          out: np.ndarray | None = None, extra: np.ndarray | None = None) -> np.ndarray:
+    """The log-odds of relevance with the learned model's in: lexical + s × (model − min(lexical, MODEL_A)) + extra.
+
+    Where the interests found a paper (log-odds above MODEL_A, the model's value for a typical paper)
+    the model adds its evidence to theirs, so clicks sharpen an interest and never dilute what the
+    interests are sure of; where they found little or nothing, the model's log-odds take the share s of
+    the blend, so papers like the liked ones come in that no interest names. `extra`: the model's Rocchio
+    term (`learn.FeedbackModel.rocchio`). With `out` (which may be `model`), the same operations write there.
     """
     if out is None:
-        return lexical + share * (model - np.minimum(lexical, MODEL_A))  # type: ignore[no-any-return]
+        found = lexical + share * (model - np.minimum(lexical, MODEL_A))
+        return found if extra is None else found + extra  # type: ignore[no-any-return]
     np.subtract(model, np.minimum(lexical, MODEL_A), out=out)
     np.multiply(share, out, out=out)
     np.add(lexical, out, out=out)
+    if extra is not None:
+        np.add(out, extra, out=out)
     return out
 
 
@@ -98,8 +214,8 @@ def boosted(relevance: np.ndarray, boost: np.ndarray) -> np.ndarray:
 class Scored:
     """One subscriber's scores on some papers of the pool (columns), interest by interest (rows).
 
-    `logits` are each interest's calibrated log-odds (its weight and dense similarity in); the paper's
-    relevance is the best interest's, blended with the learned model's when there is one.
+    `logits` are each interest's calibrated log-odds (its weight in); the paper's relevance is the best
+    interest's, blended with the learned model's when there is one.
     """
 
     papers: np.ndarray  # pool indices of the columns, ascending
@@ -108,11 +224,12 @@ class Scored:
     lexical: np.ndarray  # raw BM25F scores, interests × papers
     logits: np.ndarray  # interests × papers
     settings: SelectSettings
-    dense: np.ndarray | None = None  # standardised dense similarity, interests × papers
-    semantic: np.ndarray | None = None  # sentence-embedding cosine (the semantic extra), interests × papers
+    dense: DenseParts | None = None  # the text model's features, interests × papers
     model_logit: np.ndarray | None = None  # the learned model's log-odds
     share: float = 0.0  # the learned model's share of the relevance
+    rocchio: np.ndarray | None = None  # the learned model's Rocchio term (added to the log-odds)
     liked: tuple[Paper, ...] = ()
+    vectors: Sequence[InterestVectors] = ()  # per interest, its profiles in the text model's space (or none)
     # (best, lexical_logit, relevance, lexical_relevance) when the caller has them: a batch works them out
     # for all its subscribers at once, with the same arithmetic as below
     derived: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, repr=False)
@@ -125,26 +242,26 @@ class Scored:
         if self.derived is not None:
             self.best, self.lexical_logit, self.relevance, self.lexical_relevance = self.derived
             return
-        self.best = self.logits.argmax(axis=0) if len(self.logits) > 1 else np.zeros(len(self.papers), np.int64)
+        self.best = (section_keys(self.logits, self.lexical, self.units).argmax(axis=0) if len(self.logits) > 1
+                     else np.zeros(len(self.papers), np.int64))
         self.lexical_logit = self.logits.max(axis=0)
         logit = self.lexical_logit
         if self.model_logit is not None:
-            logit = blend(logit, self.model_logit, self.share)
+            logit = blend(logit, self.model_logit, self.share, extra=self.rocchio)
         self.relevance = sigmoid(logit)
         self.lexical_relevance = sigmoid(self.lexical_logit)
 
     def relevance_lift(self, j: int) -> float:
-        """How much the learned model raised the j-th paper's log-odds over the keywords' (0 without one)."""
+        """How much the learned model raised the j-th paper's log-odds over the interests' (0 without one)."""
         if self.model_logit is None:
             return 0.0
         lexical = self.lexical_logit[j:j + 1]
-        return float(blend(lexical, self.model_logit[j:j + 1], self.share)[0] - lexical[0])
+        extra = self.rocchio[j:j + 1] if self.rocchio is not None else None
+        return float(blend(lexical, self.model_logit[j:j + 1], self.share, extra=extra)[0] - lexical[0])
 
     def raw(self, n: int) -> np.ndarray:
-        """The n-th interest's raw score (BM25 units) of every paper, semantic similarity included."""
-        if self.semantic is None:
-            return self.lexical[n]
-        return self.lexical[n] + self.settings.semantic_weight * np.maximum(self.semantic[n] - SEMANTIC_BASE, 0.0)
+        """The n-th interest's raw lexical score (BM25 units) of every paper."""
+        return self.lexical[n]
 
     def section(self, j: int) -> str:
         """The section of the j-th paper: its best interest, or the liked papers' when only the model found it."""
@@ -160,53 +277,75 @@ class Scored:
                 for like, n in zip(liked.tolist(), self.best[at].tolist(), strict=True)]
 
 
+def section_keys(logits: np.ndarray, raw: np.ndarray, units: Sequence[float] | np.ndarray) -> np.ndarray:
+    """What decides a paper's section among its subscriber's interests (interests × papers): its log-odds, those
+    above SECTION_SURE counting as equally sure, then the interest whose words match it best."""
+    words = calibrate(raw, np.asarray(units, dtype=np.float64)[:, None])
+    return np.minimum(logits, SECTION_SURE) + SECTION_WORDS * np.maximum(words, LEXICAL_FLOOR)  # type: ignore[no-any-return]
+
+
+def interest_logits(pool: Pool, interests: Sequence[Interest], raw: np.ndarray, units: np.ndarray,
+                    vectors: Sequence[InterestVectors] | None, columns: np.ndarray | None = None) -> np.ndarray:
+    """Every interest's log-odds of relevance (interests × papers): the words' calibration alone without the
+    text model (`vectors` None), the fusion with it; the interest's weight in, followed authors' papers raised."""
+    weights = np.array([i.weight for i in interests], dtype=np.float64)[:, None]
+    if vectors is None:
+        logits = calibrate(raw, units[:, None], weights)
+    else:
+        logits = np.maximum(fuse(calibrate(raw, units[:, None]), interests, vectors, pool, columns) + np.log(weights),
+                            NO_MATCH)
+    return followed(pool, interests, logits, columns)
+
+
+def dense_vectors(pool: Pool, interests: Sequence[Interest], signals: Signals,
+                  settings: SelectSettings) -> list[InterestVectors] | None:
+    """The interests' profiles in the text model's space, or None when words alone rank."""
+    if not settings.text_model or pool.dense is None:
+        return None
+    return pool.dense.interests(interests, lambda i: seed_papers(i, signals.seeds))  # type: ignore[attr-defined, no-any-return]
+
+
 class Scores(Scored):
     """Every pool paper's calibrated relevance for one subscriber, and the interest it matches best."""
 
     def __init__(self, pool: Pool, subscriber: Subscriber, settings: SelectSettings, signals: Signals) -> None:
         self.pool, self.index = pool, pool.index(settings.title_weight)
-        compiled = [self._compiled(pool, settings, i, signals) for i in subscriber.interests]
+        text_model = bool(settings.text_model) and pool.dense is not None
+        compiled = [self._compiled(pool, settings, i, signals, text_model) for i in subscriber.interests]
         interests = [c for c, _, _ in compiled]
         lexical = np.vstack([v for _, v, _ in compiled])
         units = [u for _, _, u in compiled]
-        semantic = None
-        if settings.semantic_weight and pool.embedder is not None:
-            semantic = np.vstack([pool.semantic(ci.interest, ci.seed_papers) for ci in interests])
-        dense = None
-        if settings.dense_weight and pool.dense is not None:
-            dense = np.vstack([pool.dense_interest(ci.interest, ci.seed_papers) for ci in interests])
+        vectors = dense_vectors(pool, subscriber.interests, signals, settings)
         self.model = feedback_model(pool, subscriber, signals, settings)
-        share, model_logit = 0.0, None
-        if self.model is not None:
+        share, model_logit, rocchio = 0.0, None, None
+        if self.model is not None and pool.dense is not None:
             share = self.model.clicks / (self.model.clicks + settings.feedback_clicks)
-            dense_papers = pool.dense_papers() if settings.dense_weight else None
-            model_logit = self.model.relevance_logits(self.index, dense_papers)
-        weights = np.array([ci.interest.weight for ci in interests])[:, None]
-        raw = lexical
-        if semantic is not None:
-            raw = lexical + settings.semantic_weight * np.maximum(semantic - SEMANTIC_BASE, 0.0)
-        logits = calibrate(raw, np.array(units)[:, None], weights, dense is not None)
-        if dense is not None:
-            logits = logits + settings.dense_weight * dense
-        super().__init__(np.arange(len(pool)), interests, units, lexical, logits, settings, dense, semantic,
-                         model_logit, share, signals.liked)
+            model_logit = self.model.relevance_logits(pool.dense_codes())
+            rocchio = self.model.rocchio(pool.dense_codes())
+        logits = interest_logits(pool, subscriber.interests, lexical, np.array(units), vectors)
+        dense = None
+        if vectors is not None:
+            dense = dense_parts(pool, subscriber.interests, vectors, calibrate(lexical, np.array(units)[:, None]),
+                                np.arange(len(pool)))
+        super().__init__(np.arange(len(pool)), interests, units, lexical, logits, settings, dense, model_logit,
+                         share, rocchio, signals.liked, vectors or ())
 
     def interest_logit(self, n: int) -> np.ndarray:
-        """Calibrated log-odds that each paper is on the n-th interest's topic (its weight and dense similarity in)."""
+        """Calibrated log-odds that each paper is on the n-th interest's topic (its weight in)."""
         return self.logits[n]
 
     @staticmethod
-    def _compiled(pool: Pool, settings: SelectSettings, interest: Interest,
-                  signals: Signals) -> tuple[CompiledInterest, np.ndarray, float]:
+    def _compiled(pool: Pool, settings: SelectSettings, interest: Interest, signals: Signals,
+                  text_model: bool) -> tuple[CompiledInterest, np.ndarray, float]:
         """The interest's query parts, its raw lexical scores and its unit, shared by interests with the same words."""
         index = pool.index(settings.title_weight)
-        seeds = tuple(signals.seeds.get(ref) for ref in interest.seed_papers)
+        seeds = tuple(signals.seeds.get(ref) for ref in interest.seed_papers) if not text_model else ()
         key = ("interest", frozenset(interest.keywords), interest.description, seeds,
-               settings.description_weight, settings.seed_weight)  # keyword order does not matter
+               settings.description_weight, settings.seed_weight, text_model)  # keyword order does not matter
         found = index.memo.get(key)
         if found is None:
             compiled = compile_interest(interest, index, signals.seeds, description_weight=settings.description_weight,
-                                        seed_weight=settings.seed_weight)
+                                        seed_weight=settings.seed_weight, with_seeds=not text_model)
             found = (replace(compiled, key=key), lexical_scores(index, compiled), reference(compiled.parts,
                                                                                             index.corpus.idf()))
             index.remember(key, found, vectors=1)
@@ -226,16 +365,17 @@ def lexical_scores(index: Index, compiled: CompiledInterest) -> np.ndarray:
 
 def feedback_model(pool: Pool, subscriber: Subscriber, signals: Signals,
                    settings: SelectSettings) -> FeedbackModel | None:
-    """The learned model the signals carry; without one, learned here with a sample of the pool as negatives."""
-    if signals.model is not None or not (signals.liked or signals.disliked):
+    """The learned model the signals carry; without one, learned here from the clicks and the library papers."""
+    if signals.model is not None or not (signals.liked or signals.disliked) or pool.dense is None:
         return signals.model
-    index = pool.index(settings.title_weight)
     seeds = [p for i in subscriber.interests for p in seed_papers(i, signals.seeds)]
-    positives = [*signals.liked, *seeds]
-    key = ("model", subscriber.email, tuple(p.key for p in positives), tuple(p.key for p in signals.disliked))
+    key = ("model", subscriber.email, tuple(p.key for p in signals.liked), tuple(p.key for p in signals.disliked),
+           tuple(p.key for p in seeds))
+    index = pool.index(settings.title_weight)
     if key not in index.memo:
-        negatives = sample(pool.papers, NEGATIVES, subscriber.email)
-        dense = pool.dense if settings.dense_weight else None
-        index.memo[key] = fit(positives, negatives, signals.disliked, index.corpus, title_weight=settings.title_weight,
-                              clicks=len(signals.liked) + len(signals.disliked), dense=dense)
+        vectors = pool.dense_papers()
+        assert vectors is not None
+        picked = np.random.default_rng(0).permutation(len(vectors))[:NEGATIVES]  # the pool stands for the store
+        negatives = without(vectors[np.sort(picked)], pool.dense, signals.liked, seeds)
+        index.memo[key] = fit(signals.liked, signals.disliked, seeds, pool.dense, negatives)
     return index.memo[key]  # type: ignore[no-any-return]

@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from .engine import Base
+from .roster import drop_unused_libraries
 from .tables import (
     _now,
     bounces,
@@ -83,15 +84,7 @@ def _exported(conn: Connection, text: str | None) -> dict[str, Any] | None:
 
 def _drop_unshared(conn: Connection, keys: Iterable[str]) -> int:
     """Delete these libraries but those a remaining profile (a subscriber's of any source, a signup's) names."""
-    dropped = 0
-    for key in sorted(keys):
-        # A digest is 40 hex digits: one that turns up anywhere else in a profile (a false match) keeps the
-        # library, which errs the safe way; a profile naming it is never missed.
-        named = sa.or_(*(sa.exists().where(table.c.profile.contains(key, autoescape=True))
-                         for table in (subscribers, signups)))
-        if not conn.execute(sa.select(named)).scalar():
-            dropped += int(conn.execute(libraries.delete().where(libraries.c.key == key)).rowcount or 0)
-    return dropped
+    return drop_unused_libraries(conn, keys)
 
 
 class PrivacyStore(Base):

@@ -8,7 +8,7 @@ operators edit subscribers by hand; `digest.catalogue` brings their changes in.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import date, time
 from typing import Any
@@ -101,6 +101,28 @@ def put_libraries(conn: Connection, libraries: dict[str, Sequence[LibraryEntry]]
         conn.execute(libraries_table.insert(), part)
 
 
+def library_keys_of(conn: Connection, where: Any) -> set[str]:
+    """The library digests the stored profiles matching `where` name (read before they are replaced or deleted)."""
+    query = sa.select(subscribers.c.profile).where(where, subscribers.c.profile.contains('"library_key"'))
+    return {i["library_key"] for (text,) in conn.execute(query) for i in json.loads(text)["interests"]
+            if i.get("library_key")}
+
+
+def drop_unused_libraries(conn: Connection, keys: Iterable[str]) -> int:
+    """Delete these libraries but those a remaining profile (a subscriber's of any source, a signup's) names."""
+    from .tables import signups
+
+    dropped = 0
+    for key in sorted(keys):
+        # A digest is 40 hex digits: one that turns up anywhere else in a profile (a false match) keeps the
+        # library, which errs the safe way; a profile naming it is never missed.
+        named = sa.or_(*(sa.exists().where(table.c.profile.contains(key, autoescape=True))
+                         for table in (subscribers, signups)))
+        if not conn.execute(sa.select(named)).scalar():
+            dropped += int(conn.execute(libraries_table.delete().where(libraries_table.c.key == key)).rowcount or 0)
+    return dropped
+
+
 def library_json(entries: Sequence[LibraryEntry]) -> str:
     return json.dumps([{"title": e.title, "abstract": e.abstract, "arxiv_id": e.arxiv_id, "doi": e.doi,
                         "authors": list(e.authors), "added": e.added.isoformat() if e.added else None,
@@ -132,11 +154,14 @@ class RosterStore(Base):
                     valid: Sequence[tuple[Subscriber, str]]) -> None:
         """One transaction: forget removed files (and their subscribers), record file states, store valid profiles."""
         with self.write() as conn:
+            before: set[str] = set()  # libraries the replaced profiles named: gone once nobody names them
             for part in _parts(list(removed)):
+                before |= library_keys_of(conn, _from_files(part))
                 conn.execute(subscribers.delete().where(_from_files(part)))
                 conn.execute(profile_files.delete().where(profile_files.c.path.in_(part)))
             changed = [s.path for s in states]
             for part in _parts(changed):  # a file that changed its address gives up the old one
+                before |= library_keys_of(conn, _from_files(part))
                 conn.execute(subscribers.delete().where(_from_files(part)))
                 conn.execute(profile_files.delete().where(profile_files.c.path.in_(part)))
             now = _now()
@@ -147,6 +172,8 @@ class RosterStore(Base):
             for part in _parts(rows):
                 conn.execute(profile_files.insert(), part)
             self._put(conn, [subscriber_row(sub, "file", path) for sub, path in valid])
+            if before:
+                drop_unused_libraries(conn, before)
 
     def touch_files(self, states: Sequence[FileState]) -> None:
         """Files whose content is unchanged but whose time stamp moved: remember the new stamp."""
@@ -184,9 +211,14 @@ class RosterStore(Base):
         libraries = {key: entries for row in rows for key, entries in row.pop("libraries", {}).items()}
         if libraries:
             put_libraries(conn, libraries)
+        before: set[str] = set()
         for part in _parts(rows):
-            conn.execute(subscribers.delete().where(subscribers.c.email_key.in_([r["email_key"] for r in part])))
+            emails = subscribers.c.email_key.in_([r["email_key"] for r in part])
+            before |= library_keys_of(conn, emails)
+            conn.execute(subscribers.delete().where(emails))
             conn.execute(subscribers.insert(), part)
+        if before - set(libraries):
+            drop_unused_libraries(conn, before - set(libraries))
 
     def remove_subscriber(self, email: str, source: str) -> bool:
         with self.write() as conn:

@@ -1,0 +1,255 @@
+"""An interest in the text model's space: its query, its own learned model, and what their scores mean.
+
+Sentence embeddings share a large common direction (every abstract is a bit like every other), so
+all vectors here are centred on the mean embedding of the shipped reference papers and scaled to
+unit length before cosines are taken; centring alone lifts a library's centroid from the worst
+method measured to one of the best (BENCHMARKS.md, issue 26).
+
+An interest gets a `DenseProfile` once, when it is stored or first ranked, from its own words or
+library and the shipped reference papers only (`digest/data/reference.npz`: REFERENCE papers that no
+benchmark pool draws from), so it never depends on the day's papers or on the store's size:
+
+- its query: the centred embedding of its words (keywords, then its description), or for a library
+  the mean of its papers' centred embeddings;
+- its model, a linear classifier in the embedding space, as arxiv-sanity-lite trains per tag and
+  Scholar Inbox per reader: positives are the library's papers, or for words the PSEUDO_POSITIVES
+  reference papers nearest the query (pseudo-relevance feedback: the words pick examples, the model
+  learns what sets them apart from the rest); negatives are the reference papers. It is a weighted
+  ridge regression (least squares on the labels), solved in closed form: the reference part of the
+  normal equations is the same for every interest and is factorised once per process, and an
+  interest's few positives are a low-rank update of it (the Woodbury identity), so a profile costs a
+  fraction of a millisecond instead of the 130 ms of a logistic regression, ranking as well as it
+  (measured: BENCHMARKS.md, issue 26) — which is what lets an import of 100,000 subscribers make
+  every profile;
+- for a library, its papers themselves (a paper's mean similarity to them, zotero-arxiv-daily's signal);
+- every score's mean and spread over the reference papers, so that each is read as a z-score: how
+  unusual a paper's closeness to this interest is among papers in general.
+
+Every score is linear in a paper's centred unit vector, so an interest's fused evidence from the text
+model is one direction (`DenseProfile.direction`, weighted by `scores.FUSION`) and scoring a day's
+papers for a batch of interests is one matrix product, made exact by int8 codes (`exact_dot`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+
+import numpy as np
+
+from .neural import DIM, MODEL_NAME
+
+PSEUDO_POSITIVES = 10  # reference papers nearest a query that its model learns from
+# (ridge penalty per reference paper, weight of each positive) of a text interest's model and of a library's
+# (None: the positives weigh as much as all the reference papers together); chosen on profile set T
+TEXT_RIDGE = (0.01, 10.0)
+LIBRARY_RIDGE = (0.03, None)
+CODE_MAX = 127.0  # int8 codes of vectors (see `exact_dot`)
+WOODBURY_MAX = 64  # positives up to which the update is solved by the Woodbury identity (else directly)
+MAX_NEIGHBOURS = 500  # library papers kept for the neighbour signal (the most recently added)
+VERSION = "v4"  # a profile made by another version is made again
+
+
+@dataclass(frozen=True, eq=False)
+class Reference:
+    """The shipped reference papers: their raw embeddings, the mean embedding, and their centred unit rows."""
+
+    mean: np.ndarray
+    vectors: np.ndarray
+    centred: np.ndarray
+
+
+@cache
+def reference() -> Reference:
+    """The reference data shipped in the package (read once per process)."""
+    data = resources.files("digest.data").joinpath("reference.npz").read_bytes()
+    with np.load(io.BytesIO(data)) as saved:
+        if str(saved["model"]) != MODEL_NAME:  # pragma: no cover - bench/build_background.py keeps them in step
+            raise RuntimeError(f"reference.npz was built with {saved['model']}, not {MODEL_NAME}")
+        mean = saved["mean"].astype(np.float32)
+        vectors = saved["vectors"].astype(np.float32)
+    return Reference(mean, vectors, centred(vectors, mean))
+
+
+def centred(vectors: np.ndarray, mean: np.ndarray | None = None) -> np.ndarray:
+    """Rows minus the reference mean, scaled to unit length (float32)."""
+    shifted = np.asarray(vectors, dtype=np.float32) - (reference().mean if mean is None else mean)
+    norms = np.linalg.norm(shifted, axis=-1, keepdims=True)
+    return shifted / np.where(norms > 0, norms, 1.0)  # type: ignore[no-any-return]
+
+
+@cache
+def _features_mean() -> np.ndarray:
+    """The reference papers' centred rows' own mean (float64): what the ridge models' features are shifted by."""
+    return reference().centred.astype(np.float64).mean(axis=0)  # type: ignore[no-any-return]
+
+
+@cache
+def _normal(penalty: float) -> np.ndarray:
+    """XᵀX + penalty × n × I for the shifted reference rows X: the shared part of every ridge model."""
+    x = reference().centred.astype(np.float64) - _features_mean()
+    return x.T @ x + penalty * len(x) * np.eye(x.shape[1])  # type: ignore[no-any-return]
+
+
+@cache
+def _inverse(penalty: float) -> np.ndarray:
+    return np.linalg.inv(_normal(penalty))  # type: ignore[no-any-return]
+
+
+# -- exact scores: int8 codes --------------------------------------------------------------------------------
+
+def codes(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows as int8 codes (held in float32) and a scale per row: row ≈ codes × scale."""
+    rows = np.atleast_2d(np.asarray(rows, dtype=np.float64))
+    scale = np.abs(rows).max(axis=1, initial=0.0) / CODE_MAX
+    scale[scale == 0] = 1.0
+    return np.rint(rows / scale[:, None]).astype(np.float32), scale
+
+
+def exact_dot(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """The dot products of rows of `a` with rows of `b`, both `codes` (rows of a × rows of b, float64).
+
+    Every partial sum of two int8 codes' products is an integer below 2**24 (127 × 127 × 384), which float32
+    holds exactly, so the product is the same to the last bit however BLAS orders the sums: a subscriber's
+    scores are the same in a batch of thousands as alone."""
+    return (a[0] @ b[0].T).astype(np.float64) * a[1][:, None] * b[1][None, :]  # type: ignore[no-any-return]
+
+
+# -- profiles ----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class DenseProfile:
+    """One interest in the centred embedding space (see the module doc); `kind` is "text" or "library".
+
+    Every score is linear in a paper's centred unit vector u: the query's u·query, the model's u·weights + bias,
+    a library's mean closeness u·centre; each with its mean and spread over the reference papers."""
+
+    kind: str
+    query: np.ndarray  # unit vector
+    query_stats: tuple[float, float]
+    weights: np.ndarray
+    bias: float
+    model_stats: tuple[float, float]
+    centre: np.ndarray  # the library papers' mean (zeros for words)
+    centre_stats: tuple[float, float]
+    neighbours: np.ndarray  # the library papers (float16 rows, most recently added first; none for words)
+    _fused: dict[tuple[float, float, float], tuple[np.ndarray, float, float]] = field(
+        default_factory=dict, compare=False, repr=False)
+
+    def fused(self, query: float, model: float, centre: float) -> tuple[np.ndarray, float, float]:
+        """`direction` as int8 codes: (codes, their scale, the constant), made once per profile and weights."""
+        key = (query, model, centre)
+        found = self._fused.get(key)
+        if found is None:
+            d, c = self.direction(query, model, centre)
+            rows, scale = codes(d)
+            found = self._fused[key] = (rows[0].astype(np.int8), float(scale[0]), c)
+        return found
+
+    def direction(self, query: float, model: float, centre: float) -> tuple[np.ndarray, float]:
+        """(d, c) with u·d + c = query × z_query + model × z_model + centre × z_centre."""
+        (qm, qs), (mm, ms), (cm, cs) = self.query_stats, self.model_stats, self.centre_stats
+        d = (query / qs) * self.query.astype(np.float64) + (model / ms) * self.weights.astype(np.float64)
+        d += (centre / cs) * self.centre.astype(np.float64)
+        return d, model * (self.bias - mm) / ms - query * qm / qs - centre * cm / cs
+
+    def z_scores(self, unit: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(z_query, z_model, z_centre) of papers given by their codes (float64 rows; for explanations)."""
+        found = exact_dot(unit, codes(np.vstack([self.query, self.weights, self.centre])))
+        (qm, qs), (mm, ms), (cm, cs) = self.query_stats, self.model_stats, self.centre_stats
+        return (found[:, 0] - qm) / qs, (found[:, 1] + self.bias - mm) / ms, (found[:, 2] - cm) / cs
+
+    def to_bytes(self) -> bytes:
+        """A compact binary form (read back by `from_bytes` with no parsing but `frombuffer`): the statistics in
+        float64, the vectors in float16 (scores read them through int8 codes), a text profile's empty centre and
+        neighbours left out (1.6 kB)."""
+        rows = len(self.neighbours)
+        head = np.array([*self.query_stats, self.bias, *self.model_stats, *self.centre_stats, rows], dtype="<f8")
+        vectors = [self.query, self.weights] + ([self.centre] if self.kind == "library" else [])
+        return (self.kind.encode()[:8].ljust(8, b" ") + head.tobytes()
+                + np.concatenate(vectors).astype("<f2").tobytes() + self.neighbours.astype("<f2").tobytes())
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> DenseProfile:
+        kind = data[:8].decode("ascii", "replace").strip()
+        count = 3 if kind == "library" else 2
+        if kind not in ("text", "library") or len(data) < 72 + 2 * count * DIM:
+            raise ValueError("not a stored profile")
+        head = np.frombuffer(data, dtype="<f8", count=8, offset=8)
+        body = np.frombuffer(data, dtype="<f2", count=count * DIM, offset=72).astype(np.float32)
+        rows = int(head[7])
+        if len(data) != 72 + 2 * (count + rows) * DIM:
+            raise ValueError("a stored profile has the wrong length")
+        neighbours = np.frombuffer(data, dtype="<f2", count=rows * DIM, offset=72 + 2 * count * DIM).reshape(rows, DIM)
+        centre = body[2 * DIM:] if kind == "library" else np.zeros(DIM, dtype=np.float32)
+        return cls(kind, body[:DIM], (float(head[0]), float(head[1])), body[DIM:2 * DIM], float(head[2]),
+                   (float(head[3]), float(head[4])), centre, (float(head[5]), float(head[6])), neighbours)
+
+
+def _stats(values: np.ndarray) -> tuple[float, float]:
+    return float(values.mean()), float(values.std()) + 1e-6
+
+
+def _fit(positives: np.ndarray, ridge: tuple[float, float | None]) -> tuple[np.ndarray, float]:
+    """A weighted ridge regression of the positives (target 1) against the reference papers (target 0), on
+    centred unit rows shifted by their reference mean: (XᵀX + w UᵀU + λnI) v = w Σ u, solved through the
+    shared inverse (the Woodbury identity for a few positives)."""
+    penalty, weight = ridge
+    mean = _features_mean()
+    shifted = np.asarray(positives, dtype=np.float64) - mean
+    w = weight if weight is not None else len(reference().vectors) / max(len(shifted), 1)
+    rhs = w * shifted.sum(axis=0)
+    inverse = _inverse(penalty)
+    if len(shifted) <= WOODBURY_MAX:
+        u = shifted.T * np.sqrt(w)  # d × k
+        au = inverse @ u
+        weights = inverse @ rhs - au @ np.linalg.solve(np.eye(u.shape[1]) + u.T @ au, au.T @ rhs)
+    else:
+        full = _normal(penalty) + w * shifted.T @ shifted
+        weights = np.linalg.solve(full, rhs)
+    return weights.astype(np.float32), float(-mean @ weights)
+
+
+def _half(vector: np.ndarray) -> np.ndarray:
+    """A vector as the store keeps it (float16), so that a profile made now scores as one read back later."""
+    return np.asarray(vector, dtype=np.float16).astype(np.float32)
+
+
+def text_profile(vector: np.ndarray) -> DenseProfile:
+    """The profile of an interest's words, from their raw embedding."""
+    ref = reference()
+    query = _half(centred(vector[None, :])[0])
+    closeness = ref.centred @ query
+    nearest = np.argpartition(-closeness, PSEUDO_POSITIVES)[:PSEUDO_POSITIVES]
+    weights, bias = _fit(ref.centred[nearest], TEXT_RIDGE)
+    weights = _half(weights)
+    zero = np.zeros(DIM, dtype=np.float32)
+    return DenseProfile("text", query, _stats(closeness), weights, bias, _stats(ref.centred @ weights + bias),
+                        zero, (0.0, 1.0), np.zeros((0, DIM), dtype=np.float16))
+
+
+def library_profile(vectors: np.ndarray) -> DenseProfile:
+    """The profile of a library, from its papers' raw embeddings (most recently added first)."""
+    ref = reference()
+    rows = centred(np.asarray(vectors[:MAX_NEIGHBOURS], dtype=np.float32))
+    centre = _half(rows.mean(axis=0))
+    query = _half(centre / (np.linalg.norm(centre) or 1.0))
+    weights, bias = _fit(rows, LIBRARY_RIDGE)
+    weights = _half(weights)
+    return DenseProfile("library", query, _stats(ref.centred @ query), weights, bias,
+                        _stats(ref.centred @ weights + bias), centre, _stats(ref.centred @ centre),
+                        rows.astype(np.float16))
+
+
+def text_key(text: str) -> str:
+    """The store cache key of a text interest's profile."""
+    return f"dense-profile/{VERSION}/{MODEL_NAME}/text/" + hashlib.sha256(text.encode("utf-8", "surrogatepass")
+                                                                          ).hexdigest()[:40]
+
+
+def library_key(digest: str) -> str:
+    """The store cache key of a library's profile (`digest`: the library's own digest)."""
+    return f"dense-profile/{VERSION}/{MODEL_NAME}/library/{digest}"

@@ -1,0 +1,116 @@
+"""The built-in text model and the vectors made from it: shipped with its provenance, loaded with no network,
+embedding each paper once, and scoring exactly the same in a batch as alone."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+
+import numpy as np
+import pytest
+
+from digest.select import vectors
+from digest.select.neural import DIM, MODEL_NAME, TextModel, load, model_dir
+
+from .conftest import DAY, SEEDS
+
+
+def test_the_shipped_model_is_the_one_its_provenance_names():
+    """The model and tokenizer files' SHA-256 are those provenance.json records (made from weights whose digest is
+    the Hub's), and the licence ships beside them."""
+    folder = model_dir()
+    provenance = json.loads((folder / "provenance.json").read_text())
+    for name, digest in provenance["built"].items():
+        assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest, name
+    assert provenance["source"]["sha256"]["model.safetensors"].startswith("53aa5117")
+    assert "Apache License 2.0" in (folder / "LICENSE").read_text()
+
+
+def test_the_model_loads_and_embeds_with_no_network(monkeypatch):
+    """Loading and embedding never open a connection (a socket would raise here), and give unit vectors."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("the text model tried to use the network")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    model = TextModel(threads=1)
+    found = model.embed(["speculative decoding for LLM serving", "Gaussian splatting for 3D scenes"])
+    assert found.shape == (2, DIM) and found.dtype == np.float32
+    assert np.allclose(np.linalg.norm(found, axis=1), 1.0, atol=1e-3)
+
+
+def test_close_texts_are_closer_than_unrelated_ones():
+    """Two phrasings of one topic are closer to each other than to another topic, however the batch is made."""
+    model = load()
+    texts = ["Speeding up large language model inference with speculative decoding.",
+             "Draft models propose tokens that the target LLM verifies in parallel to cut decoding latency.",
+             "A survey of coral reef fish populations in the Red Sea."]
+    together = model.embed(texts)
+    alone = np.vstack([TextModel(threads=1).embed([t]) for t in texts])
+    assert np.allclose(together, alone, atol=1e-5)  # padding to the batch's longest text changes nothing
+    sims = together @ together.T
+    assert sims[0, 1] > sims[0, 2] + 0.3
+
+
+def test_an_ingest_embeds_each_paper_once_and_keeps_it(tmp_path, monkeypatch):
+    """Ingesting the seeds into a new store stores one vector per distinct paper; ingesting them again embeds
+    nothing."""
+    from digest.config import build_config
+    from digest.pipeline import App
+
+    app = App(build_config({"store": {"url": "sqlite:///fresh.db"}}, base=tmp_path))  # (not primed: a cold store)
+    calls: list[int] = []
+    original = TextModel._embed
+
+    def counting(self, texts, batch, progress):
+        calls.append(len(texts))
+        return original(self, texts, batch, progress)
+
+    monkeypatch.setattr(TextModel, "_embed", counting)
+    load()._memo.clear()  # (earlier tests of this process embedded the seeds already)
+    app.ingest([SEEDS], seen_on=DAY)
+    keys = [p.key for p in app.store.all_papers()]
+    assert len(app.store.embeddings(keys, MODEL_NAME)) == len(keys) == 197
+    assert sum(calls) == 197
+    load()._memo.clear()
+    app.ingest([SEEDS], seen_on=DAY)
+    assert sum(calls) == 197
+    app.close()
+
+
+def test_a_profile_is_stored_as_it_is_used():
+    """A profile read back from its bytes is the profile that was made, to the last bit (so a preview made right
+    after an import ranks as the send that reads it from the store)."""
+    model = load()
+    text = vectors.text_profile(model.embed(["KV cache compression, quantization"])[0])
+    library = vectors.library_profile(model.embed(["a paper on kernels", "another on compilers", "a third"]))
+    for profile in (text, library):
+        again = vectors.DenseProfile.from_bytes(profile.to_bytes())
+        for name in ("query", "weights", "centre", "neighbours"):
+            assert np.array_equal(getattr(again, name), getattr(profile, name)), name
+        assert (again.kind, again.query_stats, again.bias, again.model_stats, again.centre_stats) == \
+            (profile.kind, profile.query_stats, profile.bias, profile.model_stats, profile.centre_stats)
+    with pytest.raises(ValueError):
+        vectors.DenseProfile.from_bytes(b"text    " + b"\x00" * 20)
+
+
+def test_exact_products_do_not_depend_on_the_batch():
+    """`exact_dot` of a row with the papers is the same to the last bit alone and inside any batch of rows."""
+    rng = np.random.default_rng(0)
+    papers = vectors.codes(rng.normal(size=(300, DIM)))
+    rows = rng.normal(size=(257, DIM))
+    batch = vectors.exact_dot(vectors.codes(rows), papers)
+    for n in (0, 1, 100, 256):
+        assert np.array_equal(vectors.exact_dot(vectors.codes(rows[n]), papers)[0], batch[n])
+    full = rows @ vectors.codes(rng.normal(size=(300, DIM)))[0].T
+    assert full.shape == batch.shape  # (the codes stand for the rows: their product is close to the plain one)
+    plain = rows @ (papers[0] * papers[1][:, None]).T
+    assert np.abs(batch - plain).max() < 0.02 * np.abs(plain).max()
+
+
+def test_a_profile_does_not_depend_on_the_store_or_the_day():
+    """An interest's profile is made from its words and the shipped reference papers alone: made twice, the same."""
+    model = load()
+    first = vectors.text_profile(model.embed(["robot grasping"])[0])
+    second = vectors.text_profile(model.embed(["robot grasping"])[0])
+    assert np.array_equal(first.weights, second.weights) and first.model_stats == second.model_stats
