@@ -144,10 +144,15 @@ class ClaimStore(Base):
         where = (deliveries.c.digest_date == day) & kind
         if only is not None:
             where = where & (deliveries.c.subscriber == only)
-        chosen = (sa.select(deliveries.c.subscriber).where(where).limit(limit)
-                  .with_for_update(skip_locked=True).scalar_subquery())
+        # The batch is chosen once, in a CTE the planner must materialise, and the update finds its rows by primary
+        # key. Under `IN (SELECT … LIMIT n)`, PostgreSQL, once its statistics put a new date at about one row,
+        # re-ran the limited subquery for every row of the date, so one claim took the whole date (issue 28);
+        # joining on the constant date instead of the batch's own made it scan the whole date for every claim.
+        batch = (sa.select(deliveries.c.subscriber, deliveries.c.digest_date).where(where).limit(limit)
+                 .with_for_update(skip_locked=True).cte("batch").prefix_with("MATERIALIZED"))
         statement = (deliveries.update()
-                     .where((deliveries.c.digest_date == day) & deliveries.c.subscriber.in_(chosen))
+                     .where((deliveries.c.subscriber == batch.c.subscriber)
+                            & (deliveries.c.digest_date == batch.c.digest_date))
                      .values(status="claimed", claimed_by=owner, lease_until=lease_until,
                              attempts=deliveries.c.attempts + 1, updated_at=now)
                      .returning(deliveries.c.subscriber, deliveries.c.message_id, deliveries.c.attempts))
