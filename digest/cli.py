@@ -59,7 +59,8 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument("paths", nargs="*", type=Path, help="files or folders (default: [ingest] paths)")
     ingest.add_argument("--date", type=_date, default=None, help="the day these papers were seen (default: today)")
 
-    subs = commands.add_parser("subscribers", help="check, list, import, export, remove or forget subscribers")
+    subs = commands.add_parser("subscribers", help="check, list, import, export, remove or forget subscribers; "
+                                                     "lift a suppression")
     actions = subs.add_subparsers(dest="action", required=True, metavar="ACTION")
     actions.add_parser("check", help="validate every profile file; print each problem as file:line: message")
     actions.add_parser("list", help="one line per subscriber: email, name, schedule, topics")
@@ -74,6 +75,9 @@ def _parser() -> argparse.ArgumentParser:
     forget = actions.add_parser("forget", help="erase a subscriber's data; keep the address only as a hash on the "
                                                "suppression list, so it is never mailed again")
     forget.add_argument("email")
+    lift = actions.add_parser("lift", help="lift a bounce or complaint suppression once you have checked the "
+                                           "address (recorded with what it lifted)")
+    lift.add_argument("email")
 
     preview = commands.add_parser("preview", help="write each digest as .html, .txt and .eml files")
     preview.add_argument("--subscriber", metavar="EMAIL")
@@ -251,9 +255,21 @@ def _subscribers_forget(app: App, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _subscribers_lift(app: App, args: argparse.Namespace) -> int:
+    lifted = app.store.lift_suppression(args.email)
+    if lifted is None:
+        reason = app.store.suppressed_among([args.email]).get(args.email.lower())
+        why = (f"its suppression is {reason!r}, not a bounce or complaint (an unsubscribe is the reader's to undo, "
+               "on the preferences page)" if reason else "it is not suppressed")
+        raise UsageError(f"no bounce or complaint suppression of {args.email} to lift: {why}")
+    print(f"lifted {args.email.lower()} (was {lifted}); the lift is recorded with its data")
+    return EXIT_OK
+
+
 SUBSCRIBER_ACTIONS: dict[str, Callable[[App, argparse.Namespace], int]] = {
     "list": _subscribers_list, "import": _subscribers_import, "export": _subscribers_export,
     "remove": _subscribers_remove, "export-data": _subscribers_export_data, "forget": _subscribers_forget,
+    "lift": _subscribers_lift,
 }
 
 

@@ -179,7 +179,8 @@ class Dispatch:
             if dry_run:
                 return self._dry_run(self.app.pool(day), iter(due), day, report)
             queue = self.app.store.enqueue(day, [s.email for s in due], transport=self.app.transport.name,
-                                       message_id=lambda e: message_id(e, day, self.app.newsletter.from_address))
+                                       message_id=lambda e: message_id(e, day, self.app.newsletter.from_address,
+                                                                       self.app.signer.message_key))
             return self._work(day, queue, report, lambda: False, "send", only=subscriber.email)
 
     def _work(self, day: date, queue: Queue, report: SendReport, should_stop: Callable[[], bool],

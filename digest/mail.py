@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import binascii
 import hashlib
+import hmac
 import re
 import secrets
 import sys
@@ -193,10 +194,20 @@ def _domain(address: str) -> str:
     return address.rpartition("@")[2] or "localhost"
 
 
-def message_id(email: str, day: date, from_address: str) -> str:
-    """Message-ID derived from (subscriber, digest date): a resend carries the same one."""
-    digest = hashlib.sha256(f"{email.lower()}\n{day.isoformat()}".encode()).hexdigest()[:20]
-    return f"<digest.{day.isoformat()}.{digest}@{_domain(from_address)}>"
+MESSAGE_ID_MAC = 24  # hex digits (96 bits) of the keyed MAC; the unkeyed ids of earlier versions had 20
+_KEYED_ID = re.compile(rf"^<digest\.\d{{4}}-\d{{2}}-\d{{2}}\.[0-9a-f]{{{MESSAGE_ID_MAC}}}@[^<>\s]+>$")
+
+
+def message_id(email: str, day: date, from_address: str, key: bytes) -> str:
+    """Message-ID derived from (subscriber, digest date) under the store's key (`Signer.message_key`): a resend
+    carries the same one, and nobody without the key can make it, so a report quoting it names a digest we sent."""
+    mac = hmac.new(key, f"{email.lower()}\n{day.isoformat()}".encode(), hashlib.sha256).hexdigest()[:MESSAGE_ID_MAC]
+    return f"<digest.{day.isoformat()}.{mac}@{_domain(from_address)}>"
+
+
+def is_keyed(message_id: str) -> bool:
+    """Whether a Message-ID has the keyed shape `message_id` makes (an earlier version's could be computed)."""
+    return bool(_KEYED_ID.match(message_id))
 
 
 def test_message_id(day: date, from_address: str) -> str:
@@ -255,7 +266,7 @@ def _fits_7bit(body: str) -> bool:
 
 
 def build_message(rendered: Rendered, subscriber: Subscriber, newsletter: Newsletter, day: date,
-                  *, now: datetime | None = None, test: bool = False) -> EmailMessage:
+                  *, id_key: bytes, now: datetime | None = None, test: bool = False) -> EmailMessage:
     """multipart/alternative (text first, HTML last) with every header a bulk sender needs."""
     msg = DigestMessage(policy=POLICY)
     msg["From"] = _address(newsletter.name, newsletter.from_address)
@@ -268,7 +279,7 @@ def build_message(rendered: Rendered, subscriber: Subscriber, newsletter: Newsle
         msg["Message-ID"] = test_message_id(day, newsletter.from_address)
         msg["X-Digest-Test"] = "yes"
     else:
-        msg["Message-ID"] = message_id(subscriber.email, day, newsletter.from_address)
+        msg["Message-ID"] = message_id(subscriber.email, day, newsletter.from_address, id_key)
     msg["List-Id"] = f"{one_line(newsletter.name)} <digest.{_domain(newsletter.from_address)}>"
     msg["List-Unsubscribe"] = _list_unsubscribe(rendered.links.unsubscribe, newsletter.unsubscribe_mailto)
     msg["List-Unsubscribe-Post"] = "List-Unsubscribe=One-Click"

@@ -2,7 +2,9 @@
 
 Each message comes with a name an operator can find it by (the file and message); a message that
 cannot be read is handed on with the reason instead of its bytes, so one bad message never stops
-the others. Nothing is moved, flagged or deleted: `digest bounces` remembers what it has read.
+the others. At most `max_bytes + 1` bytes of a message are read (IMAP: fetched), whatever its size,
+so that a huge one costs no more memory than the limit and is still seen to be too large. Nothing
+is moved, flagged or deleted: `digest bounces` remembers what it has read.
 """
 
 from __future__ import annotations
@@ -25,27 +27,29 @@ class Item:
     """One message of a mailbox: where it is, and its bytes (or why they could not be read)."""
 
     where: str
-    data: bytes | None
+    data: bytes | None  # its bytes, or the first max_bytes + 1 of them when it is larger
     error: str = ""
 
 
-def maildir(path: Path) -> Iterator[Item]:
+def maildir(path: Path, max_bytes: int) -> Iterator[Item]:
     """Every message of a Maildir (new/ and cur/), in name order."""
     if not (path / "cur").is_dir() or not (path / "new").is_dir():
         raise UsageError(f"{path} is not a Maildir (it needs cur/ and new/ folders)")
-    return _maildir_items(mailbox.Maildir(path, factory=None, create=False), path)
+    return _maildir_items(mailbox.Maildir(path, factory=None, create=False), path, max_bytes)
 
 
-def _maildir_items(box: mailbox.Maildir, path: Path) -> Iterator[Item]:
+def _maildir_items(box: mailbox.Maildir, path: Path, max_bytes: int) -> Iterator[Item]:
     for key in sorted(box.keys()):
         where = f"{path}: message {key}"
         try:
-            yield Item(where, box.get_bytes(key))
+            with box.get_file(key) as file:
+                data = file.read(max_bytes + 1)
+            yield Item(where, data)
         except (OSError, KeyError) as exc:  # removed or unreadable since the listing
             yield Item(where, None, f"cannot read: {getattr(exc, 'strerror', None) or exc}")
 
 
-def mbox(path: Path) -> Iterator[Item]:
+def mbox(path: Path, max_bytes: int) -> Iterator[Item]:
     """Every message of an mbox file, in order (numbered from 1)."""
     if not path.is_file():
         raise UsageError(f"{path}: no such mbox file")
@@ -54,20 +58,22 @@ def mbox(path: Path) -> Iterator[Item]:
         keys = list(box.keys())
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    return _mbox_items(box, keys, path)
+    return _mbox_items(box, keys, path, max_bytes)
 
 
-def _mbox_items(box: mailbox.mbox, keys: list[str], path: Path) -> Iterator[Item]:
+def _mbox_items(box: mailbox.mbox, keys: list[str], path: Path, max_bytes: int) -> Iterator[Item]:
     for number, key in enumerate(keys, start=1):
         where = f"{path}: message {number}"
         try:
-            yield Item(where, box.get_bytes(key))
+            with box.get_file(key) as file:  # the message after its From_ line, as get_bytes gives it
+                data = file.read(max_bytes + 1)
+            yield Item(where, data)
         except OSError as exc:
             yield Item(where, None, f"cannot read: {exc.strerror or exc}")
     box.close()
 
 
-def imap(url: str, environ: Mapping[str, str], password_env: str) -> Iterator[Item]:
+def imap(url: str, environ: Mapping[str, str], password_env: str, max_bytes: int) -> Iterator[Item]:
     """Every message of an IMAP mailbox, `imaps://user@host[:port]/MAILBOX` (or `imap://` with STARTTLS), read-only.
 
     The password comes from the environment variable `password_env`, never from the URL.
@@ -106,14 +112,14 @@ def imap(url: str, environ: Mapping[str, str], password_env: str) -> Iterator[It
             conn.logout()
         raise DigestError(f"{shown}: no such mailbox")
     uids = found[0].split() if kind == "OK" and found and found[0] else []
-    return _imap_items(conn, uids, shown)
+    return _imap_items(conn, uids, shown, max_bytes)
 
 
-def _imap_items(conn: imaplib.IMAP4, uids: list[bytes], shown: str) -> Iterator[Item]:
+def _imap_items(conn: imaplib.IMAP4, uids: list[bytes], shown: str, max_bytes: int) -> Iterator[Item]:
     try:
         for uid in uids:
             where = f"{shown}: message UID {uid.decode()}"
-            kind, fetched = conn.uid("FETCH", uid, "(BODY.PEEK[])")
+            kind, fetched = conn.uid("FETCH", uid, f"(BODY.PEEK[]<0.{max_bytes + 1}>)")  # a partial fetch
             data = next((item[1] for item in fetched or () if isinstance(item, tuple)), None)
             yield Item(where, data) if kind == "OK" and data is not None else Item(where, None, "cannot fetch it")
     except (imaplib.IMAP4.error, OSError) as exc:  # a refused login, a dropped connection: nothing more to read

@@ -281,7 +281,8 @@ class App:
         if test_to is not None:
             digest = replace(digest, subscriber=replace(subscriber, email=test_to))
         rendered = self.renderer.render(digest, self.newsletter, self.links(digest.subscriber, day))
-        message = build_message(rendered, digest.subscriber, self.newsletter, day, test=test_to is not None)
+        message = build_message(rendered, digest.subscriber, self.newsletter, day, id_key=self.signer.message_key,
+                                test=test_to is not None)
         return Composed(digest, rendered, message)
 
     def _quiet_day(self, pool: Pool, subscriber: Subscriber, day: date, signals: Signals) -> Digest:

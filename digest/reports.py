@@ -8,17 +8,23 @@
   recipients of the older, non-standard formats (without a status code).
 - Anything else (an auto-reply, a person's reply) is other mail, not a report.
 
+A message is read within limits (its size, its header section, how many MIME parts it has and how
+deeply they nest, how many recipients it names), checked before the email parser recurses into it;
+a message past one, or one the parser chokes on, is `Unreadable` with the reason, never a crash.
+
 Parsing only: matching a report to a subscriber and recording it is `digest.bounces`.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email import message_from_bytes, policy
+from email.errors import MessageError
 from email.message import Message
 from email.parser import HeaderParser
 from email.utils import getaddresses, parseaddr, parsedate_to_datetime
@@ -30,6 +36,20 @@ _MESSAGE_ID = re.compile(r"<[^<>\s]+@[^<>\s]+>")
 # Permanent failures about the message, not the address (RFC 3463: mailbox full, too big, content,
 # policy): counted as soft bounces, so a spam filter's verdict alone does not suppress an address.
 _SOFT_PERMANENT = re.compile(r"^5\.(2\.2|3\.4|6\.\d+|7\.\d+)$")
+
+# Limits (README, "Limits on what comes in"). A bounce quoting a whole digest is under 300 KB and 4 parts deep.
+MAX_MESSAGE_BYTES = 1_000_000  # a larger message is not about one of our digests; refused unread
+MAX_HEADER_BYTES = 100_000  # the message's own header section (Received chains and signatures take a few KB)
+MAX_MIME_PARTS = 100  # Content-Type lines, counted before parsing: nesting needs one a level or two, so the
+#                       email parser (which recurses once a level) never goes deeper than 201
+MAX_MIME_DEPTH = 10  # parts within parts, once parsed
+MAX_RECIPIENTS = 100  # recipients one report names (a digest goes to one); Final-Recipient lines counted first
+MAX_HEADER_CHARS = 10_000  # of a header value, read for addresses, Message-IDs and links; the rest is ignored
+_CONTENT_TYPE = re.compile(rb"^content-type[ \t]*:", re.IGNORECASE | re.MULTILINE)
+_FINAL_RECIPIENT = re.compile(rb"^final-recipient[ \t]*:", re.IGNORECASE | re.MULTILINE)
+_HEADER_END = re.compile(rb"\r?\n\r?\n")
+# What the standard library's parser and the bounce detectors raise on a message they cannot take apart.
+_PARSER_ERRORS = (MessageError, RecursionError, LookupError, ValueError, TypeError, AttributeError)
 
 
 class Unreadable(DigestError):
@@ -104,7 +124,7 @@ def _address(value: object) -> str:
 def _headers(msg: Message | None, *names: str) -> list[str]:
     if msg is None:
         return []
-    return [str(v) for name in names for v in msg.get_all(name, [])]
+    return [str(v)[:MAX_HEADER_CHARS] for name in names for v in msg.get_all(name, [])]
 
 
 def _failure(block: Message) -> Failure | None:
@@ -131,7 +151,13 @@ def _dsn(msg: Message) -> tuple[Failure, ...]:
     blocks = [b for p in parts for b in (p.get_payload()[1:] if isinstance(p.get_payload(), list) else [])]
     if not blocks:
         raise Unreadable("a delivery-status report without any recipient block")
+    _check_recipients(len(blocks))
     return tuple(f for f in map(_failure, blocks) if f is not None)
+
+
+def _check_recipients(count: int) -> None:
+    if count > MAX_RECIPIENTS:
+        raise Unreadable(f"names {count:,} recipients, more than {MAX_RECIPIENTS} (a digest goes to one)")
 
 
 def _arf(msg: Message, original: Message | None) -> tuple[Failure, ...]:
@@ -154,14 +180,29 @@ def _arf(msg: Message, original: Message | None) -> tuple[Failure, ...]:
     return (Failure(recipient, "complaint", kind, who),)
 
 
+class _DetectorTracebacks(logging.Filter):
+    """flufl.bounce logs a traceback when one of its detectors chokes on an odd message, then raises: the message is
+    reported unreadable, in one line, so the traceback is for `--debug` alone."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return logging.getLogger().isEnabledFor(logging.DEBUG)
+
+
+_QUIET_DETECTORS = _DetectorTracebacks()
+
+
 def _other_bounce(msg: Message) -> tuple[Failure, ...]:
     """Bounces in the older formats, as flufl.bounce's detectors read them (no status codes)."""
     from flufl.bounce import all_failures
 
+    detectors = logging.getLogger("flufl.bounce")
+    if _QUIET_DETECTORS not in detectors.filters:
+        detectors.addFilter(_QUIET_DETECTORS)
     try:
         temporary, permanent = all_failures(msg)
     except Exception as exc:  # noqa: BLE001 - a detector choking on a strange message: that message is unreadable
         raise Unreadable(f"the bounce detectors failed on it: {exc}") from exc
+    _check_recipients(len(temporary | permanent))
     out = [Failure(a.decode("ascii", "replace").lower(), "hard", "", "non-standard bounce") for a in sorted(permanent)]
     out += [Failure(a.decode("ascii", "replace").lower(), "soft", "", "non-standard bounce (temporary)")
             for a in sorted(temporary - permanent)]
@@ -176,17 +217,52 @@ def _links(values: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(m for v in values for m in re.findall(r"<(https?://[^<>\s]+)>", v)))
 
 
+def check_limits(data: bytes) -> None:
+    """Unreadable when the raw message passes a limit before the parser meets it (size, header, parts, recipients)."""
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise Unreadable(f"larger than {MAX_MESSAGE_BYTES:,} bytes, the limit for a bounce or complaint")
+    end = _HEADER_END.search(data)
+    if (end.start() if end else len(data)) > MAX_HEADER_BYTES:
+        raise Unreadable(f"a header section over {MAX_HEADER_BYTES:,} bytes")
+    parts = sum(1 for _ in _CONTENT_TYPE.finditer(data))
+    if parts > MAX_MIME_PARTS:
+        raise Unreadable(f"{parts:,} MIME parts, more than {MAX_MIME_PARTS}")
+    _check_recipients(sum(1 for _ in _FINAL_RECIPIENT.finditer(data)))
+
+
+def _depth(msg: Message) -> int:
+    """How deeply the parts nest (1: a single part), walked without recursion; stops past MAX_MIME_DEPTH."""
+    deepest, stack = 0, [(msg, 1)]
+    while stack and deepest <= MAX_MIME_DEPTH:
+        part, level = stack.pop()
+        deepest = max(deepest, level)
+        payload = part.get_payload()
+        if isinstance(payload, list):
+            stack += [(p, level + 1) for p in payload if isinstance(p, Message)]
+    return deepest
+
+
 def parse_report(data: bytes) -> Report:
-    """Read one message; Unreadable when it looks like a report but cannot be understood."""
+    """Read one message; Unreadable when it passes a limit, or looks like a report but cannot be understood."""
     if not data.strip():
         raise Unreadable("an empty message")
-    msg = message_from_bytes(data, policy=policy.compat32)
+    check_limits(data)
+    try:
+        msg = message_from_bytes(data, policy=policy.compat32)
+        if _depth(msg) > MAX_MIME_DEPTH:
+            raise Unreadable(f"MIME parts nested more than {MAX_MIME_DEPTH} deep")
+        return _read(msg, data)
+    except _PARSER_ERRORS as exc:
+        raise Unreadable(f"the email parser failed on it ({type(exc).__name__}: {_one_line(exc)[:200]})") from exc
+
+
+def _read(msg: Message, data: bytes) -> Report:
     if not msg.keys():
         raise Unreadable("not an email message (no header lines)")
     report_type = str(msg.get_param("report-type", "", header="Content-Type") or "").lower()
     original = _original(msg)
     if msg.get_content_type() == "multipart/report" and report_type == "delivery-status":
-        kind, failures = "dsn", _dsn(msg)
+        kind, failures = _dsn_or_other(msg)
     elif msg.get_content_type() == "multipart/report" and report_type == "feedback-report":
         kind, failures = "arf", _arf(msg, original)
     else:
@@ -198,3 +274,17 @@ def parse_report(data: bytes) -> Report:
                   message_ids=_ids(_headers(original, "Message-ID")), addresses=tuple(dict.fromkeys(addresses)),
                   unsubscribe_links=_links(_headers(original, "List-Unsubscribe")),
                   digest_dates=tuple(v.strip() for v in _headers(original, "X-Digest-Date")), arrived=_arrived(msg))
+
+
+def _dsn_or_other(msg: Message) -> tuple[str, tuple[Failure, ...]]:
+    """A DSN's failures; a damaged DSN that the older formats' detectors can read is read as they do."""
+    try:
+        return "dsn", _dsn(msg)
+    except Unreadable:
+        try:
+            failures = _other_bounce(msg)
+        except Unreadable:
+            failures = ()
+        if not failures:
+            raise
+        return "bounce", failures

@@ -326,13 +326,13 @@ class SmtpTransport:
         if s.username:
             conn.login(s.username, s.password)
 
-    def envelope_sender(self, recipient: str, day: date) -> str:
-        """MAIL FROM: the return path tagged with this digest, else the From address."""
-        return tagged_sender(self.return_path, recipient, day) if self.return_path else self.sender
+    def envelope_sender(self, data: bytes) -> str:
+        """MAIL FROM: the return path tagged with this digest (read from its Message-ID), else the From address."""
+        return tagged_sender(self.return_path, data) if self.return_path else self.sender
 
     def _transaction(self, conn: smtplib.SMTP, recipient: str, data: bytes, day: date) -> None:
         self._watchdog.watch(conn)
-        sender = self.envelope_sender(recipient, day)
+        sender = self.envelope_sender(data)
         if conn.has_extn("pipelining"):
             return self._pipelined(conn, sender, recipient, data)
         stage = "MAIL FROM"

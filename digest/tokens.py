@@ -55,6 +55,12 @@ class Signer:
         return AESSIV(key)
 
     @cached_property
+    def message_key(self) -> bytes:
+        """The key of digests' Message-IDs and return-path tags (`mail.message_id`): the links' secret, derived
+        for another purpose, so that a report naming a digest can be told from a forged one (`digest.bounces`)."""
+        return HKDF(hashes.SHA256(), 32, salt=None, info=b"paper-digest.message-id.v1").derive(self.secret.encode())
+
+    @cached_property
     def _legacy(self) -> dict[str, URLSafeSerializer]:
         return {action: URLSafeSerializer(self.secret, salt=f"paper-digest.{action}")
                 for action in ACTIONS}

@@ -167,3 +167,11 @@ def write_mbox(path: Path, messages: list[bytes]) -> Path:
         box.add(data)
     box.close()
     return path
+
+
+def damaged_dsn(*, report_id: str) -> bytes:
+    """A delivery-status report without its message/delivery-status part, and no text any detector reads."""
+    return (f"From: MAILER-DAEMON@mx.example.net\r\nTo: digest@example.org\r\nSubject: Delivery report\r\n"
+            f"Message-Id: {report_id}\r\nDate: {_DATE}\r\nMIME-Version: 1.0\r\n"
+            f"Content-Type: multipart/report; report-type=delivery-status; boundary=\"D1\"\r\n\r\n"
+            f"--D1\r\nContent-Type: text/plain\r\n\r\nSomething happened.\r\n--D1--\r\n").encode()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from datetime import date, timedelta
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -16,6 +17,8 @@ from digest.mail import message_id
 from digest.pipeline import App
 from digest.reports import Unreadable, parse_report
 from digest.returnpath import tagged_sender
+from digest.store import Store
+from digest.tokens import Signer
 
 from . import mailsamples as ms
 from .conftest import DAY, cli_env, sample_site
@@ -25,8 +28,9 @@ ADA, GRACE, KATHERINE, ALAN = "ada@example.org", "grace@example.org", "katherine
 FROM = "digest@example.org"
 
 
-def mid(email: str, day: date = DAY) -> str:
-    return message_id(email, day, FROM)
+def mid(app: App, email: str, day: date = DAY) -> str:
+    """The Message-ID of `email`'s digest of `day`, as `app` makes it (keyed with its store's secret)."""
+    return message_id(email, day, FROM, app.signer.message_key)
 
 
 @pytest.fixture
@@ -42,10 +46,10 @@ def app_with_digests(config) -> App:
     application = App(config)
     application.sync()
     for day in (DAY - timedelta(days=2), DAY - timedelta(days=1), DAY):
-        application.store.enqueue(day, [ADA, GRACE, KATHERINE, ALAN], message_id=lambda e, d=day: mid(e, d),
-                                  transport="smtp")
+        application.store.enqueue(day, [ADA, GRACE, KATHERINE, ALAN],
+                                  message_id=lambda e, d=day: mid(application, e, d), transport="smtp")
         for email in (ADA, GRACE, KATHERINE, ALAN):
-            assert application.store.mark_sent(email, day, [], message_id=mid(email, day))
+            assert application.store.mark_sent(email, day, [], message_id=mid(application, email, day))
     return application
 
 
@@ -53,14 +57,14 @@ def mailbox_messages(app: App) -> list[bytes]:
     """One of each: a hard bounce, a complaint, three soft bounces, a reply, an unmatched bounce, an unreadable one."""
     unsubscribe = app.links_for(GRACE, DAY).unsubscribe
     return [
-        ms.postfix_dsn(ADA, original=ms.original_headers(ADA, mid(ADA)), report_id="<hard-1@mx.example.net>"),
+        ms.postfix_dsn(ADA, original=ms.original_headers(ADA, mid(app, ADA)), report_id="<hard-1@mx.example.net>"),
         ms.arf(ms.original_headers("(redacted)", "<redacted@example.org>", unsubscribe=unsubscribe),
                report_id="<arf-1@example.com>"),
-        *[ms.rfc3464_dsn(KATHERINE, ms.original_headers(KATHERINE, mid(KATHERINE, DAY - timedelta(days=n))),
+        *[ms.rfc3464_dsn(KATHERINE, ms.original_headers(KATHERINE, mid(app, KATHERINE, DAY - timedelta(days=n))),
                          report_id=f"<soft-{n}@relay.example.com>") for n in range(3)],
         ms.reply(),
         ms.postfix_dsn("stranger@example.net", report_id="<stray-1@mx.example.net>"),
-        ms.postfix_dsn(ALAN, status="bogus", report_id="<broken-1@mx.example.net>"),
+        ms.damaged_dsn(report_id="<broken-1@mx.example.net>"),
     ]
 
 
@@ -87,19 +91,22 @@ def test_the_formats_are_read_as_hard_soft_complaint_or_other():
     assert (old.kind, [(f.recipient, f.kind) for f in old.failures]) == ("bounce", [(ADA, "hard")])
     assert parse_report(ms.reply()).kind == "other" and not parse_report(ms.reply()).failures
     assert not parse_report(ms.postfix_dsn(ADA, action="delivered", status="2.0.0", report_id="<r6@x>")).failures
-    with pytest.raises(Unreadable, match="Status 'bogus'"):
-        parse_report(ms.postfix_dsn(ADA, status="bogus", report_id="<r7@x>"))
+    damaged = parse_report(ms.postfix_dsn(ADA, status="bogus", report_id="<r7@x>"))  # read as the detectors read it
+    assert (damaged.kind, [(f.recipient, f.kind) for f in damaged.failures]) == ("bounce", [(ADA, "hard")])
+    with pytest.raises(Unreadable, match="without a message/delivery-status part"):
+        parse_report(ms.damaged_dsn(report_id="<r8@x>"))
     with pytest.raises(Unreadable, match="empty message"):
         parse_report(b"")
 
 
 def test_a_mailbox_read_twice_suppresses_once_and_counts_nothing_twice(bounce_app, tmp_path):
-    """Hard bounce and complaint suppress at once, three soft bounces do; the second read changes nothing."""
+    """Hard bounce and complaint suppress at once, three soft bounces do; the second read changes nothing and
+    does not report the unreadable message again (it was recorded)."""
     box = ms.write_maildir(tmp_path / "Maildir", mailbox_messages(bounce_app))
     first = read_mailbox(bounce_app, maildir=box)
     assert first.line() == ("8 messages, 6 reports: hard 1, soft 3, complaints 1, unmatched 1, unreadable 1; "
                             "other mail 1, already processed 0; suppressed 3")
-    assert not first.ok and len(first.problems) == 1 and "Status 'bogus'" in first.problems[0]
+    assert not first.ok and len(first.problems) == 1 and "without a message/delivery-status" in first.problems[0]
     assert str(box) in first.problems[0] and "stranger@example.net" in first.notes[0]
     reasons = bounce_app.store.suppressed()
     assert set(reasons) == {ADA, GRACE, KATHERINE}
@@ -110,8 +117,9 @@ def test_a_mailbox_read_twice_suppresses_once_and_counts_nothing_twice(bounce_ap
     rows = table_rows(bounce_app, "bounces"), table_rows(bounce_app, "suppressions")
 
     again = read_mailbox(bounce_app, maildir=box)
-    assert again.line() == ("8 messages, 0 reports: hard 0, soft 0, complaints 0, unmatched 0, unreadable 1; "
-                            "other mail 0, already processed 7; suppressed 0")
+    assert again.line() == ("8 messages, 0 reports: hard 0, soft 0, complaints 0, unmatched 0, unreadable 0; "
+                            "other mail 0, already processed 8; suppressed 0")
+    assert again.ok and not again.problems
     assert (table_rows(bounce_app, "bounces"), table_rows(bounce_app, "suppressions")) == rows
     assert bounce_app.store.suppressed() == reasons
 
@@ -122,16 +130,17 @@ def test_soft_bounces_suppress_only_past_the_limit_within_the_window(make_config
                                                                               "soft_window_days": 7}))
     app.sync()
     early = DAY - timedelta(days=10)
-    for day in (early, DAY):
-        app.store.enqueue(day, [ADA], message_id=lambda e, d=day: mid(e, d), transport="smtp")
-        app.store.mark_sent(ADA, day, [], message_id=mid(ADA, day))
-    old = ms.postfix_dsn(ADA, status="4.2.2", action="failed", original=ms.original_headers(ADA, mid(ADA, early)),
+    for day in (early, DAY - timedelta(days=1), DAY):
+        app.store.enqueue(day, [ADA], message_id=lambda e, d=day: mid(app, e, d), transport="smtp")
+        app.store.mark_sent(ADA, day, [], message_id=mid(app, ADA, day))
+    old = ms.postfix_dsn(ADA, status="4.2.2", action="failed", original=ms.original_headers(ADA, mid(app, ADA, early)),
                          report_id="<old@x>", date="Tue, 02 Jun 2026 09:00:00 +0000")
-    twice = [ms.rfc3464_dsn(ADA, ms.original_headers(ADA, mid(ADA)), report_id=f"<delay-{n}@x>") for n in range(2)]
+    twice = [ms.rfc3464_dsn(ADA, ms.original_headers(ADA, mid(app, ADA)), report_id=f"<delay-{n}@x>")
+             for n in range(2)]
     summary = read_mailbox(app, maildir=ms.write_maildir(tmp_path / "box", [old, *twice]))
     assert summary.counts["soft"] == 3 and summary.suppressed == [] and app.store.suppressed() == {}
-    late = ms.postfix_dsn(ADA, status="4.2.2", original=ms.original_headers(ADA, mid(ADA, DAY - timedelta(days=1))),
-                          report_id="<late@x>")
+    yesterday = mid(app, ADA, DAY - timedelta(days=1))
+    late = ms.postfix_dsn(ADA, status="4.2.2", original=ms.original_headers(ADA, yesterday), report_id="<late@x>")
     summary = read_mailbox(app, mbox=ms.write_mbox(tmp_path / "box.mbox", [late]))
     assert [email for email, _ in summary.suppressed] == [ADA]
     assert app.store.suppressed()[ADA].startswith("bounced: 2 soft bounces in 7 days")
@@ -141,7 +150,7 @@ def test_soft_bounces_suppress_only_past_the_limit_within_the_window(make_config
 def test_a_complaint_turns_an_unsubscribe_into_a_complaint(bounce_app, tmp_path):
     """An address unsubscribed by link that then complains is suppressed as a complaint (a resubscribe keeps it)."""
     bounce_app.store.suppress(ADA, "unsubscribed")
-    report = ms.arf(ms.original_headers(ADA, mid(ADA)), report_id="<arf-2@x>", rcpt=ADA)
+    report = ms.arf(ms.original_headers(ADA, mid(bounce_app, ADA)), report_id="<arf-2@x>", rcpt=ADA)
     read_mailbox(bounce_app, maildir=ms.write_maildir(tmp_path / "box", [report]))
     assert bounce_app.store.suppressed()[ADA].startswith("complaint:")
     assert not bounce_app.store.unsuppress(ADA, "unsubscribed")
@@ -156,7 +165,8 @@ def test_the_tagged_return_path_matches_a_bounce_that_quotes_nothing(smtp_app, t
         report = next(o for o in app.send(DAY, only=ADA).outcomes if o.subscriber == ADA)
     assert report.status == "sent"
     [received] = recorder.messages
-    assert received.mail_from == tagged_sender("bounces@example.org", ADA, DAY)
+    tag = mid(app, ADA).removeprefix("<digest.").partition("@")[0]  # the Message-ID's MAC names the digest
+    assert received.mail_from == f"bounces+{tag}@example.org" == tagged_sender("bounces@example.org", received.data)
     assert received.mail_from.startswith("bounces+2026-06-12.") and ADA not in received.mail_from
     forwarded = ms.postfix_dsn("ada.lovelace@forward.example.net", to=received.mail_from, report_id="<fwd@x>")
     summary = read_mailbox(app, maildir=ms.write_maildir(tmp_path / "box", [forwarded]))
@@ -178,17 +188,28 @@ def run_cli(folder, *args: str) -> subprocess.CompletedProcess[str]:
                           timeout=120, env=cli_env())
 
 
+def record_sent(site: Path, email: str, day: date = DAY) -> str:
+    """Record in a sample site's store that `email`'s digest of `day` went out, with the Message-ID the commands
+    make there (their DIGEST_SECRET is `cli_env`'s); returns it."""
+    sent = message_id(email, day, FROM, Signer(cli_env()["DIGEST_SECRET"]).message_key)
+    store = Store(f"sqlite:///{site / 'digest.db'}")
+    store.enqueue(day, [email], message_id=lambda _: sent, transport="outbox")
+    assert store.mark_sent(email, day, [], message_id=sent)
+    store.close()
+    return sent
+
+
 def test_the_command_names_each_bad_message_and_exits_1_and_0_once_clean(tmp_path):
     """Exit 1 with `file: message: why` for an unreadable message, the rest processed; 0 for a clean mailbox;
     2 for a folder that is not a Maildir."""
     site = sample_site(tmp_path)
-    good = ms.postfix_dsn(ADA, report_id="<hard-cli@x>")
-    bad = ms.postfix_dsn(GRACE, status="9.9", report_id="<bad-cli@x>")
     assert run_cli(site, "subscribers", "list").returncode == 0
+    good = ms.postfix_dsn(ADA, original=ms.original_headers(ADA, record_sent(site, ADA)), report_id="<hard-cli@x>")
+    bad = ms.damaged_dsn(report_id="<bad-cli@x>")
     result = run_cli(site, "bounces", "--maildir", str(ms.write_maildir(tmp_path / "mixed", [good, bad])))
     assert result.returncode == 1, result.stderr
     [error] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert str(tmp_path / "mixed") in error and "message" in error and "Status '9.9'" in error
+    assert str(tmp_path / "mixed") in error and "message" in error and "without a message/delivery-status" in error
     assert "hard 1" in result.stdout and "unreadable 1" in result.stdout and f"suppressed {ADA}" in result.stdout
     clean = run_cli(site, "bounces", "--mbox", str(ms.write_mbox(tmp_path / "clean.mbox", [ms.reply()])))
     assert clean.returncode == 0, clean.stderr

@@ -13,6 +13,7 @@ import pytest
 
 from digest.mail import message_id
 from digest.store import Store
+from digest.tokens import Signer
 
 from .conftest import DAY, FIXTURES, cli_env, sample_site
 from .smtpd import Recorder, free_port, smtp_server
@@ -115,7 +116,8 @@ def test_send_to_sends_a_marked_test_and_leaves_the_send_log_alone(site):
         msg = test.message
         assert test.rcpt_tos == ("tester@example.net",) and msg["To"] == "Ada Lovelace <tester@example.net>"
         assert msg["Subject"].startswith("[TEST] ") and msg["X-Digest-Test"] == "yes"
-        assert msg["Message-ID"] != message_id("ada@example.org", DAY, "digest@example.org")
+        key = Signer(cli_env()["DIGEST_SECRET"]).message_key  # the key the command's digests are made with
+        assert msg["Message-ID"] != message_id("ada@example.org", DAY, "digest@example.org", key)
         assert Store(f"sqlite:///{site / 'digest.db'}").deliveries_on(DAY) == []
         real = run(site, "send", "--date", "2026-06-12", "--subscriber", "ada@example.org")
     assert real.stdout.startswith("2026-06-12: sent 1,"), real.stderr

@@ -64,7 +64,8 @@ def test_lasting_4xx_leaves_the_digest_pending_for_the_next_run(smtp_app):
     with smtp_server(healthy) as port:
         again = smtp_app(port, ingest=False).send(DAY)
     assert healthy.per_recipient() == {"grace@example.org": 1} and again.count("sent") == 1
-    assert healthy.messages[0].message["Message-ID"] == message_id("grace@example.org", DAY, "digest@example.org")
+    assert healthy.messages[0].message["Message-ID"] == message_id("grace@example.org", DAY, "digest@example.org",
+                                                                   app.signer.message_key)
 
 
 def test_550_fails_one_recipient_suppresses_it_and_leaves_its_profile_alone(smtp_app):

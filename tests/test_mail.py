@@ -10,10 +10,11 @@ from email import policy
 
 import pytest
 
-from digest.mail import build_message, message_id, stored_header
+from digest.mail import build_message, is_keyed, message_id, stored_header
 from digest.models import Links, Newsletter, Rendered, Subscriber
 
 DAY = date(2026, 6, 12)
+KEY = b"the store's Message-ID key"
 NEWS = Newsletter(name="Kernel Weekly", from_address="news@digest.example.org", reply_to="editor@example.org",
                   base_url="https://digest.example.org", unsubscribe_mailto="unsub@digest.example.org")
 RENDERED = Rendered(subject="Kernel Weekly — 12 Jun: 3 new papers", preheader="p",
@@ -27,7 +28,7 @@ def parse(raw: bytes) -> email.message.EmailMessage:
 
 def test_multipart_alternative_text_first_html_last():
     """The message is multipart/alternative with the text part first and the HTML part last, both UTF-8."""
-    raw = build_message(RENDERED, Subscriber(email="ada@example.org", name="Ada"), NEWS, DAY).as_bytes()
+    raw = build_message(RENDERED, Subscriber(email="ada@example.org", name="Ada"), NEWS, DAY, id_key=KEY).as_bytes()
     msg = parse(raw)
     assert msg.get_content_type() == "multipart/alternative"
     parts = list(msg.iter_parts())
@@ -40,7 +41,7 @@ def test_multipart_alternative_text_first_html_last():
 def test_headers_for_bulk_mail():
     """From, To, Subject, Date, Reply-To, Message-ID and the RFC 8058 one-click headers are all set."""
     now = datetime(2026, 6, 12, 7, 30, tzinfo=UTC)
-    msg = parse(build_message(RENDERED, Subscriber(email="ada@example.org", name="Ada Lovelace"), NEWS, DAY,
+    msg = parse(build_message(RENDERED, Subscriber(email="ada@example.org", name="Ada Lovelace"), NEWS, DAY, id_key=KEY,
                               now=now).as_bytes())
     assert msg["From"] == "Kernel Weekly <news@digest.example.org>"
     assert msg["To"] == "Ada Lovelace <ada@example.org>"
@@ -50,23 +51,25 @@ def test_headers_for_bulk_mail():
     assert msg["List-Unsubscribe"] == ("<https://digest.example.org/unsubscribe/TOKEN>, "
                                        "<mailto:unsub@digest.example.org?subject=unsubscribe>")
     assert msg["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
-    assert msg["Message-ID"] == message_id("ada@example.org", DAY, NEWS.from_address)
+    assert msg["Message-ID"] == message_id("ada@example.org", DAY, NEWS.from_address, KEY)
 
 
 def test_message_id_is_derived_from_subscriber_and_date():
-    """The same (subscriber, date) always gives the same Message-ID; another date or person another one."""
-    a = message_id("ada@example.org", DAY, "news@digest.example.org")
-    assert a == message_id("ADA@example.org", DAY, "news@digest.example.org")
-    assert a != message_id("ada@example.org", date(2026, 6, 13), "news@digest.example.org")
-    assert a != message_id("grace@example.org", DAY, "news@digest.example.org")
+    """The same (subscriber, date, key) always gives the same Message-ID; another date, person or key another one."""
+    a = message_id("ada@example.org", DAY, "news@digest.example.org", KEY)
+    assert a == message_id("ADA@example.org", DAY, "news@digest.example.org", KEY)
+    assert a != message_id("ada@example.org", date(2026, 6, 13), "news@digest.example.org", KEY)
+    assert a != message_id("grace@example.org", DAY, "news@digest.example.org", KEY)
+    assert a != message_id("ada@example.org", DAY, "news@digest.example.org", b"another store's key")
     assert a.startswith("<digest.2026-06-12.") and a.endswith("@digest.example.org>")
+    assert is_keyed(a) and not is_keyed("<digest.2026-06-12.0123456789abcdef0123@digest.example.org>")
 
 
 def test_the_stored_message_id_is_the_one_the_header_parser_reads():
     """The send path reads a digest's Message-ID as stored (no header parse per message): the same text."""
-    msg = build_message(RENDERED, Subscriber(email="ada@example.org", name="Ada"), NEWS, DAY)
+    msg = build_message(RENDERED, Subscriber(email="ada@example.org", name="Ada"), NEWS, DAY, id_key=KEY)
     assert stored_header(msg, "Message-ID") == str(msg["Message-ID"]) == message_id("ada@example.org", DAY,
-                                                                                      NEWS.from_address)
+                                                                                      NEWS.from_address, KEY)
     assert stored_header(msg, "message-id") == str(msg["Message-ID"])
     assert stored_header(msg, "X-Not-There") is None
 
@@ -76,7 +79,7 @@ def test_crlf_in_name_cannot_add_a_header():
     evil = Subscriber(email="ada@example.org", name="Ada\r\nBcc: victim@evil.example\r\nX-Evil: 1")
     rendered = Rendered(subject="Hi\r\nX-Injected: yes", preheader="", html="<p>x</p>", text="x",
                         links=RENDERED.links)
-    raw = build_message(rendered, evil, NEWS, DAY).as_bytes()
+    raw = build_message(rendered, evil, NEWS, DAY, id_key=KEY).as_bytes()
     msg = parse(raw)
     assert msg["Bcc"] is None and msg["X-Evil"] is None and msg["X-Injected"] is None
     assert msg["To"].addresses[0].addr_spec == "ada@example.org"
@@ -89,7 +92,7 @@ def test_crlf_in_name_cannot_add_a_header():
                                   "admin@bank.example", "Admin <admin@bank.example>"])
 def test_no_display_name_can_pass_for_an_address(name):
     """Names that hold an address, or are RFC 2047 encoded words that decode to one, never show one in To."""
-    raw = build_message(RENDERED, Subscriber(email="ada@example.org", name=name), NEWS, DAY).as_bytes()
+    raw = build_message(RENDERED, Subscriber(email="ada@example.org", name=name), NEWS, DAY, id_key=KEY).as_bytes()
     to = parse(raw)["To"]
     assert [a.addr_spec for a in to.addresses] == ["ada@example.org"]
     shown = to.addresses[0].display_name
@@ -102,14 +105,14 @@ def test_no_display_name_can_pass_for_an_address(name):
 def test_non_ascii_name_is_encoded():
     """A non-ASCII display name is RFC 2047 encoded on the wire and decodes back intact."""
     raw = build_message(RENDERED, Subscriber(email="jose@example.org", name="José Müller, Jr."), NEWS,
-                        DAY).as_bytes()
+                        DAY, id_key=KEY).as_bytes()
     assert "José".encode() not in raw.split(b"\r\n\r\n")[0]
     assert parse(raw)["To"].addresses[0].display_name == "José Müller, Jr."
 
 
 def test_test_send_is_marked():
     """A test send says so in its subject."""
-    msg = build_message(RENDERED, Subscriber(email="a@example.org"), NEWS, DAY, test=True)
+    msg = build_message(RENDERED, Subscriber(email="a@example.org"), NEWS, DAY, id_key=KEY, test=True)
     assert msg["Subject"].startswith("[TEST] ")
 
 
@@ -121,7 +124,7 @@ def test_list_unsubscribe_url_goes_out_literally():
     """A long one-click URL is never folded into encoded words: a mailbox provider must read it as written."""
     url = "https://digest.example.org/unsubscribe/" + "eyJlIjoiYWRhQGV4YW1wbGUub3JnIn0." + "A" * 120
     rendered = Rendered(subject="s", preheader="", html="<p>x</p>", text="x", links=Links(url, "https://x/p"))
-    head = _head(build_message(rendered, Subscriber(email="ada@example.org"), NEWS, DAY).as_bytes())
+    head = _head(build_message(rendered, Subscriber(email="ada@example.org"), NEWS, DAY, id_key=KEY).as_bytes())
     assert f"List-Unsubscribe: <{url}>" in head
     assert "=?" not in head.split("List-Unsubscribe:")[1].split("\r\nList-Unsubscribe-Post")[0]
 
@@ -130,7 +133,7 @@ def test_long_non_ascii_subject_is_folded_and_decodes_back():
     """A long subject with non-ASCII text is split into encoded words on lines of at most 78 characters."""
     subject = "Kernel Weekly — 12 Jun: 14 new papers on Überfast kernels, Größere Modelle and Café"
     rendered = Rendered(subject=subject, preheader="", html="<p>x</p>", text="x", links=RENDERED.links)
-    raw = build_message(rendered, Subscriber(email="a@example.org"), NEWS, DAY).as_bytes()
+    raw = build_message(rendered, Subscriber(email="a@example.org"), NEWS, DAY, id_key=KEY).as_bytes()
     subject_lines = _head(raw).split("\r\nDate:")[0].split("Subject:")[1].split("\r\n")
     assert len(subject_lines) > 1 and all(len(line) <= 78 - len("Subject:") for line in subject_lines)
     assert parse(raw)["Subject"] == subject
@@ -142,7 +145,7 @@ def test_bodies_survive_quoted_printable_exactly():
             + "naïve – ∑ 🚀\n" + "From the start\n")
     html = "<p style=\"a:b\">" + "y" * 2000 + "</p>\n<p>=?utf-8?q?not-a-word?=</p>\n"
     rendered = Rendered(subject="s", preheader="", html=html, text=text, links=RENDERED.links)
-    raw = build_message(rendered, Subscriber(email="a@example.org"), NEWS, DAY).as_bytes()
+    raw = build_message(rendered, Subscriber(email="a@example.org"), NEWS, DAY, id_key=KEY).as_bytes()
     assert max(len(line) for line in raw.split(b"\r\n\r\n", 1)[1].split(b"\r\n")) <= 76
     plain, rich = parse(raw).iter_parts()
     assert plain.get_content().replace("\r\n", "\n") == text
@@ -154,7 +157,7 @@ def test_html_goes_out_as_7bit_with_character_references():
     """Non-ASCII HTML becomes character references in a 7bit part that renders the same characters."""
     page = "<p style=\"color:#111\">Caf\u00e9 \u2014 \U0001F680 a=b</p>\n" * 20
     rendered = Rendered(subject="s", preheader="", html=page, text="t", links=RENDERED.links)
-    raw = build_message(rendered, Subscriber(email="a@example.org"), NEWS, DAY).as_bytes()
+    raw = build_message(rendered, Subscriber(email="a@example.org"), NEWS, DAY, id_key=KEY).as_bytes()
     rich = list(parse(raw).iter_parts())[1]
     assert rich["Content-Transfer-Encoding"] == "7bit"
     assert raw.isascii() and b"=3D" not in raw and b"&#233;" in raw
@@ -167,7 +170,7 @@ def test_html_that_cannot_be_7bit_is_quoted_printable():
 
     for page in ("<p>" + "y" * 999 + "</p>", "<p>a\rb</p>", f"<p>--{BOUNDARY}--</p>\n<p>after</p>"):
         rendered = Rendered(subject="s", preheader="", html=page, text="t", links=RENDERED.links)
-        message = parse(build_message(rendered, Subscriber(email="a@example.org"), NEWS, DAY).as_bytes())
+        message = parse(build_message(rendered, Subscriber(email="a@example.org"), NEWS, DAY, id_key=KEY).as_bytes())
         plain, rich = message.iter_parts()
         assert rich["Content-Transfer-Encoding"] == "quoted-printable", page[:20]
         assert rich.get_content().replace("\r\n", "\n").replace("\r", "\n") == page.replace("\r", "\n")
@@ -181,7 +184,7 @@ def test_plain_headers_match_the_standard_smtp_policy():
     values = {"From": "Kernel Weekly <news@digest.example.org>", "To": '"Lovelace, Ada" <ada@example.org>',
               "Subject": "A plain ASCII subject that is long enough to need folding at the seventy-eight mark",
               "Date": "Fri, 12 Jun 2026 07:30:00 +0000", "X-Digest-Date": "2026-06-12"}
-    ours = build_message(RENDERED, Subscriber(email="ada@example.org"), NEWS, DAY)
+    ours = build_message(RENDERED, Subscriber(email="ada@example.org"), NEWS, DAY, id_key=KEY)
     standard = EmailMessage(policy=policy.SMTP)
     for name, value in values.items():
         del ours[name]
@@ -202,7 +205,8 @@ def test_fast_serialiser_writes_what_the_email_generator_writes():
     names = ["Ada", "Łukasz \"Ł\" Żółw, PhD", ""]
     for n, (page, text, subject, name) in enumerate(zip(pages, texts, subjects, names, strict=True)):
         rendered = Rendered(subject=subject, preheader="", html=page, text=text, links=RENDERED.links)
-        message = build_message(rendered, Subscriber(email="ada@example.org", name=name), NEWS, DAY, test=n == 1)
+        message = build_message(rendered, Subscriber(email="ada@example.org", name=name), NEWS, DAY, id_key=KEY,
+                                test=n == 1)
         assert message._is_digest()
         assert message.as_bytes() == message.generated()
     message["X-Extra"] = "added after building: still the generator's bytes"

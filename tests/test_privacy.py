@@ -40,13 +40,14 @@ def zoe_app(make_config, subscribers_dir, store_url, tmp_path, monkeypatch):
     assert not import_path(app.store, csv).problems
     papers = [p.store_id for p in app.pool(DAY).papers[:3]]
     for n, day in enumerate((DAY - timedelta(days=1), DAY)):
-        mid = message_id(ZOE, day, "digest@example.org")
+        mid = message_id(ZOE, day, "digest@example.org", app.signer.message_key)
         app.store.enqueue(day, [ZOE], message_id=lambda e, m=mid: m, transport="smtp")
         app.store.mark_sent(ZOE, day, papers[n:n + 2], message_id=mid)
     app.store.add_feedback(ZOE, papers[0], 1)
     app.store.set_preference(ZOE, frequency="weekdays")
     report = ms.postfix_dsn(ZOE.lower(), status="4.2.2", report_id="<soft-zoe@x>",
-                            original=ms.original_headers(ZOE, message_id(ZOE, DAY, "digest@example.org")))
+                            original=ms.original_headers(ZOE, message_id(ZOE, DAY, "digest@example.org",
+                                                                         app.signer.message_key)))
     assert read_mailbox(app, maildir=ms.write_maildir(tmp_path / "box", [report])).counts["soft"] == 1
     yield app
     app.close()

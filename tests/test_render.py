@@ -258,7 +258,7 @@ def test_fifty_real_papers_stay_under_gmail_clipping(renderer):
                   feedback=f"https://digest.example.org/feedback/{token}", view=f"https://digest.example.org/view/{token}")
     digest = Digest(SUB, DAY, (Section("LLM inference", tuple(items[:25])), Section("Quantization", tuple(items[25:]))))
     out = renderer.render(digest, NEWS, links)
-    raw = build_message(out, SUB, NEWS, DAY).as_bytes()
+    raw = build_message(out, SUB, NEWS, DAY, id_key=b"k" * 32).as_bytes()
     part = list(emails.message_from_bytes(raw, policy=policy.default).iter_parts())[1]
     assert part["Content-Transfer-Encoding"] == "7bit" and digest.count == 50
     assert out.html.count('class="card"') == 50 and out.html.count(">Code</a>") >= 16

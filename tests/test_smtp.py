@@ -41,7 +41,7 @@ def test_starttls_auth_delivers_each_digest_once_over_one_connection(smtp_app, t
         msg = received.message
         [rcpt] = received.rcpt_tos
         assert msg["To"].addresses[0].addr_spec == rcpt
-        assert msg["Message-ID"] == message_id(rcpt, DAY, "digest@example.org")
+        assert msg["Message-ID"] == message_id(rcpt, DAY, "digest@example.org", app.signer.message_key)
         assert [p.get_content_type() for p in msg.iter_parts()] == ["text/plain", "text/html"]
         assert msg["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
         assert msg["List-Unsubscribe"].startswith("<https://digest.example.org/unsubscribe/")

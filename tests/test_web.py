@@ -230,10 +230,11 @@ def test_admin_says_why_each_address_is_suppressed(web, app, tmp_path):
     from . import mailsamples as ms
 
     app.store.suppress("grace@example.org", "unsubscribed")
+    sent = message_id("alan@example.org", DAY, "digest@example.org", app.signer.message_key)
+    app.store.enqueue(DAY, ["alan@example.org"], message_id=lambda _: sent, transport="smtp")
+    app.store.mark_sent("alan@example.org", DAY, [], message_id=sent)  # a report names the digest sent, by its id
     report = ms.postfix_dsn("alan@example.org", status="5.1.1", report_id="<hard-alan@x>",
-                            original=ms.original_headers("alan@example.org",
-                                                         message_id("alan@example.org", DAY, "digest@example.org")))
-    app.sync()  # the profile files' subscribers in the store, where a bounce is matched to its subscriber
+                            original=ms.original_headers("alan@example.org", sent))
     summary = read_mailbox(app, maildir=ms.write_maildir(tmp_path / "box", [report]))
     assert summary.counts["hard"] == 1, summary.line()
     forget(app, "zed@example.org")

@@ -2,7 +2,8 @@
 
 A report is recorded with everything it causes in one transaction, under its key (the report's
 Message-ID, else a hash of its bytes): reading the same mailbox twice finds every report recorded
-and changes nothing.
+and changes nothing. A message that could not be read is recorded too (by the hash of its bytes), so
+that it is reported once. An operator's lift of a bounce or complaint is kept beside the reports.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from .privacy import forgotten_key, is_hashed
 from .tables import _now, bounces, deliveries, mail_reports, subscribers, suppressions
 
 REPLACEABLE = ("unsubscribed",)  # reasons a bounce or complaint overrides: a resubscribe must not lift those
+LIFTABLE = ("bounced", "complaint")  # reasons (their first word) the operator may lift: reports made them
+LIFTED = "lifted"  # the `bounces.kind` of an operator's lift; soft bounces before it no longer count
 
 
 @dataclass(frozen=True)
@@ -53,25 +56,38 @@ class BounceStore(Base):
                 found.update(conn.execute(query).scalars())
         return found
 
-    def sent_digest(self, message_ids: Sequence[str]) -> tuple[str, date] | None:
-        """(subscriber, digest date) of the send-log row carrying one of these Message-IDs."""
+    def sent_digests(self, message_ids: Sequence[str]) -> list[tuple[str, date, str]]:
+        """(subscriber, digest date, Message-ID) of the send-log rows carrying one of these Message-IDs."""
         if not message_ids:
-            return None
-        query = sa.select(deliveries.c.subscriber, deliveries.c.digest_date).where(
-            deliveries.c.message_id.in_(list(message_ids))).limit(1)
+            return []
+        query = sa.select(deliveries.c.subscriber, deliveries.c.digest_date, deliveries.c.message_id).where(
+            deliveries.c.message_id.in_(list(message_ids)))
         with self.engine.connect() as conn:
-            row = conn.execute(query).first()
-        return (row.subscriber, row.digest_date) if row else None
+            return [(r.subscriber, r.digest_date, r.message_id) for r in conn.execute(query)]
 
-    def known_address(self, email: str) -> str | None:
-        """The address as a subscriber or the send log holds it (any case); None when neither knows it."""
-        key = email.strip().lower()
+    def subscribed_among(self, emails: Sequence[str]) -> set[str]:
+        """Which of these addresses (lower-case) are subscribers'."""
+        keys = list({e.strip().lower() for e in emails})
         with self.engine.connect() as conn:
-            found = conn.execute(sa.select(subscribers.c.email).where(subscribers.c.email_key == key)).scalar()
-            if found is None:
-                found = conn.execute(sa.select(deliveries.c.subscriber).where(
-                    sa.func.lower(deliveries.c.subscriber) == key).limit(1)).scalar()
-        return found
+            return set(conn.execute(sa.select(subscribers.c.email_key).where(subscribers.c.email_key.in_(keys)))
+                       .scalars())
+
+    def lift_suppression(self, email: str) -> str | None:
+        """Lift a bounce or complaint suppression (the operator checked the address) and record the lift.
+
+        Returns the reason lifted, or None when the address has no suppression of those kinds (an
+        unsubscribe is the reader's to undo, an erasure nobody's).
+        """
+        key, now = email.strip().lower(), _now()
+        with self.write() as conn:
+            row = conn.execute(sa.select(suppressions.c.reason).where(suppressions.c.email == key)).first()
+            if row is None or row.reason.partition(":")[0] not in LIFTABLE:
+                return None
+            conn.execute(suppressions.delete().where(suppressions.c.email == key))
+            conn.execute(bounces.insert().values(report=f"lifted:{now.isoformat()}", email=key, kind=LIFTED,
+                                                 status="operator", detail=row.reason[:2000], digest_date=None,
+                                                 reported_at=now))
+            return str(row.reason)
 
     def record_report(self, key: str, outcome: str, events: Sequence[BounceEvent],
                       soft: SoftPolicy) -> list[tuple[str, str]] | None:
@@ -110,6 +126,10 @@ class BounceStore(Base):
         if event.kind == "complaint":
             return f"complaint: marked as spam ({event.status} report) on {when}"
         since = event.reported_at - soft.window
+        lifted = conn.execute(sa.select(sa.func.max(bounces.c.reported_at)).where(
+            (bounces.c.email == event.email) & (bounces.c.kind == LIFTED))).scalar()
+        if lifted is not None and lifted > since:  # the operator lifted a suppression: count from there on
+            since = lifted
         rows = conn.execute(sa.select(bounces.c.report, bounces.c.digest_date).where(
             (bounces.c.email == event.email) & (bounces.c.kind == "soft")
             & (bounces.c.reported_at > since) & (bounces.c.reported_at <= event.reported_at))).all()
@@ -138,11 +158,15 @@ class BounceStore(Base):
         return False
 
     def soft_bounce_counts(self, since: datetime) -> dict[str, int]:
-        """Digests that soft-bounced since then, by address (for `digest status`)."""
-        query = (sa.select(bounces.c.email, bounces.c.report, bounces.c.digest_date)
+        """Digests that soft-bounced since then (and since the operator's last lift), by address (`digest status`)."""
+        query = (sa.select(bounces.c.email, bounces.c.report, bounces.c.digest_date, bounces.c.reported_at)
                  .where((bounces.c.kind == "soft") & (bounces.c.reported_at > since)))
+        lifts = (sa.select(bounces.c.email, sa.func.max(bounces.c.reported_at))
+                 .where((bounces.c.kind == LIFTED) & (bounces.c.reported_at > since)).group_by(bounces.c.email))
         seen: dict[str, set[object]] = {}
         with self.engine.connect() as conn:
+            lifted = dict(conn.execute(lifts).tuples().all())
             for row in conn.execute(query):
-                seen.setdefault(row.email, set()).add(row.digest_date or row.report)
+                if row.email not in lifted or row.reported_at > lifted[row.email]:
+                    seen.setdefault(row.email, set()).add(row.digest_date or row.report)
         return {email: len(found) for email, found in seen.items()}

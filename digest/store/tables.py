@@ -69,19 +69,19 @@ suppressions = sa.Table(
     sa.Column("created_at", sa.DateTime, nullable=False),
 )
 
-mail_reports = sa.Table(  # every report read by `digest bounces` (not the unreadable ones), so none counts twice
+mail_reports = sa.Table(  # every message read by `digest bounces` (an unreadable one too), so none counts twice
     "mail_reports", metadata,
     sa.Column("key", sa.String, primary_key=True),  # message-id:<…> of the report, else sha256:<hex> of its bytes
-    sa.Column("outcome", sa.String, nullable=False),  # hard | soft | complaint | unmatched | ignored
+    sa.Column("outcome", sa.String, nullable=False),  # hard | soft | complaint | unmatched | ignored | unreadable
     sa.Column("processed_at", sa.DateTime, nullable=False),
 )
 
 bounces = sa.Table(  # what the reports said about each address: hard and soft bounces, complaints
     "bounces", metadata,
     sa.Column("id", sa.Integer, primary_key=True),
-    sa.Column("report", sa.String, nullable=False),  # mail_reports.key
+    sa.Column("report", sa.String, nullable=False),  # mail_reports.key (lifted:<when> for an operator's lift)
     sa.Column("email", sa.String, nullable=False, index=True),  # lower-case; the forgotten key once erased
-    sa.Column("kind", sa.String, nullable=False),  # hard | soft | complaint
+    sa.Column("kind", sa.String, nullable=False),  # hard | soft | complaint | lifted (by the operator)
     sa.Column("status", sa.String, nullable=False),  # the DSN status (5.1.1) or the feedback type (abuse)
     sa.Column("detail", sa.Text, nullable=False),
     sa.Column("digest_date", sa.Date),  # the digest it was about, when known
