@@ -37,12 +37,12 @@ _MESSAGE_ID = re.compile(r"<[^<>\s]+@[^<>\s]+>")
 # policy): counted as soft bounces, so a spam filter's verdict alone does not suppress an address.
 _SOFT_PERMANENT = re.compile(r"^5\.(2\.2|3\.4|6\.\d+|7\.\d+)$")
 
-# Limits (README, "Limits on what comes in"). A bounce quoting a whole digest is under 300 KB and 4 parts deep.
+# Limits (README, "Limits on what comes in"). A 50-paper digest is 149 KB; a bounce quoting it is 4 parts deep.
 MAX_MESSAGE_BYTES = 1_000_000  # a larger message is not about one of our digests; refused unread
 MAX_HEADER_BYTES = 100_000  # the message's own header section (Received chains and signatures take a few KB)
 MAX_MIME_PARTS = 100  # Content-Type lines, counted before parsing: nesting needs one a level or two, so the
 #                       email parser (which recurses once a level) never goes deeper than 201
-MAX_MIME_DEPTH = 10  # parts within parts, once parsed
+MAX_MIME_DEPTH = 20  # parts within parts, once parsed (a forwarded bounce in flufl.bounce's samples is 8)
 MAX_RECIPIENTS = 100  # recipients one report names (a digest goes to one); Final-Recipient lines counted first
 MAX_HEADER_CHARS = 10_000  # of a header value, read for addresses, Message-IDs and links; the rest is ignored
 _CONTENT_TYPE = re.compile(rb"^content-type[ \t]*:", re.IGNORECASE | re.MULTILINE)

@@ -70,7 +70,7 @@ LIMITS = [  # (what, a message at the limit, one just past it, the reason given)
     ("MIME parts", many_parts(reports.MAX_MIME_PARTS), many_parts(reports.MAX_MIME_PARTS + 1),
      "101 MIME parts, more than 100"),
     ("MIME depth", nested_multipart(reports.MAX_MIME_DEPTH - 1), nested_multipart(reports.MAX_MIME_DEPTH),
-     "MIME parts nested more than 10 deep"),
+     "MIME parts nested more than 20 deep"),
     ("recipients", recipients(reports.MAX_RECIPIENTS), recipients(reports.MAX_RECIPIENTS + 1),
      "names 101 recipients, more than 100"),
 ]
