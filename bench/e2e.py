@@ -23,6 +23,13 @@ measurements just before and after it, since this shared machine's speed drifts)
 slope between the two largest sizes unless measured (--million). With --repeat R, every variant runs
 R times, round by round (1 worker, 2 workers, 1 worker, ...), and each figure is the median over the
 rounds (the two-worker gain: of each round's pair). The last lines are `name: value` figures.
+
+    nice -n 5 .venv/bin/python bench/e2e.py --days 7 --subscribers 10000 --stores sqlite postgresql \
+        --dkim off --workers 1 2 [--message-ids]
+
+With --days N, one store per variant lives through N successive days instead (bench/e2e_days.py):
+each day `digest ingest` of 1,000 new real papers, then `digest send`; per day the same figures,
+with the claims each process took and, with --message-ids, the Message-IDs the sink received.
 """
 
 from __future__ import annotations
@@ -272,6 +279,11 @@ def parse_args() -> argparse.Namespace:
                         help="PostgreSQL durability (on: a production server's defaults)")
     parser.add_argument("--repeat", type=int, default=1, help="rounds of every variant (figures: medians over them)")
     parser.add_argument("--out", type=Path, default=BENCH / "out" / "e2e")
+    parser.add_argument("--days", type=int, default=0,
+                        help="N successive days on one store per variant: ingest a day's papers, send the day")
+    parser.add_argument("--papers-per-day", type=int, default=sites.PAPERS, help="with --days")
+    parser.add_argument("--message-ids", action="store_true",
+                        help="with --days: the sink keeps every message and its Message-IDs are counted (duplicates)")
     args = parser.parse_args()
     if args.million and MILLION not in args.subscribers:
         args.subscribers.append(MILLION)
@@ -353,6 +365,9 @@ def main() -> None:
     print(f"digest: {' '.join(bench.digest)}; {bench.product}; sink: "
           f"{'postfix smtp-sink' if bench.sink else 'aiosmtpd'}; PostgreSQL fsync {args.pg_fsync}; "
           f"load {os.getloadavg()[0]:.1f}", flush=True)
+    if args.days:
+        run_days(bench, args, chosen, notes)
+        return
     try:
         help_median = help_seconds(bench.digest, 5)
         compose_ms, compose_rate = compose_cpu_ms(args.compose_subscribers)
@@ -381,6 +396,33 @@ def profile_run(bench: Bench, args: argparse.Namespace) -> Profiled:
     print(f"  profiled {n:,}: {sent:,} sent, {run.cpu * 1000 / max(sent, 1):.2f} CPU ms/digest under the profiler",
           flush=True)
     return Profiled(stats, sent, n)
+
+
+def run_days(bench: Bench, args: argparse.Namespace, chosen: list[Variant], notes: list[str]) -> None:
+    """--days N: every variant through N successive days on one store, each size in turn (bench/e2e_days.py)."""
+    import e2e_days as days
+
+    results: list[days.Day] = []
+    composes: list[float] = []  # every compose measurement, shared by the sizes (each day uses those around it)
+    try:
+        if bench.postgres:
+            days.statement_stats(bench.postgres)
+        for n in args.subscribers:
+            start = time.perf_counter()
+            spec = days.DaysSpec(n, args.day, args.days, args.papers_per_day, args.seed)
+            site = days.build(spec, args.out, args.sample, bench.digest)
+            print(f"site {site.folder.name}: ready in {time.perf_counter() - start:.0f} s", flush=True)
+            run = days.DaysRun(bench, site, lambda: compose_cpu_ms(args.compose_subscribers)[0], parse_summary,
+                               args.message_ids, composes)
+            for variant in chosen:
+                results += run.run(variant)
+    finally:
+        if bench.postgres:
+            bench.postgres.stop()
+    days.report(results, statistics.fmean(composes))
+    days.write_rows(results, args.out / "days.csv")
+    for note in notes:
+        print(f"note: {note}")
 
 
 

@@ -180,15 +180,23 @@ def load_site(digest: Sequence[str], config: Path, site: Site) -> None:
             raise RuntimeError(f"digest {' '.join(step)} failed (exit {done.returncode}): {done.stderr.strip()}")
 
 
+def cached(folder: Path, wanted: dict[str, object]) -> bool:
+    """True when `folder` holds a finished build of `wanted` (its site.json); else it is removed, to be built."""
+    marker = folder / "site.json"
+    if marker.exists() and json.loads(marker.read_text()) == wanted:
+        return True
+    shutil.rmtree(folder, ignore_errors=True)
+    return False
+
+
 def build(spec: SiteSpec, root: Path, sample: Path, digest: Sequence[str]) -> Site:
     """The cached site of `spec` under `root`, built first when missing or incomplete."""
     site = Site(spec, root / spec.name)
     marker = site.folder / "site.json"
     # the schema too: a site built by an older version is rebuilt, not refused by the store
     wanted = {**asdict(spec), "day": spec.day.isoformat(), "version": SITE_VERSION, "schema": HEAD}
-    if marker.exists() and json.loads(marker.read_text()) == wanted:
+    if cached(site.folder, wanted):
         return site
-    shutil.rmtree(site.folder, ignore_errors=True)
     site.folder.mkdir(parents=True)
     with site.papers.open("w", encoding="utf-8") as out:
         out.writelines(json.dumps(p) + "\n" for p in day_papers(sample, spec.day))
