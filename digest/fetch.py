@@ -66,8 +66,10 @@ class Fetcher:
     def close(self) -> None:
         self.client.close()
 
-    def get(self, url: str, *, accept: tuple[str, ...], have: Validators = Validators()) -> Fetched:
-        """The body at `url` if its content type starts with one of `accept`; FetchError when it cannot be had."""
+    def get(self, url: str, *, accept: tuple[str, ...], have: Validators = Validators(),
+            limit: int | None = None) -> Fetched:
+        """The body at `url` if its content type starts with one of `accept` (and it is at most `limit` bytes once
+        decompressed); FetchError when it cannot be had."""
         headers = {"Accept": ", ".join(accept) + ", */*;q=0.1"}
         if have.etag:
             headers["If-None-Match"] = have.etag
@@ -76,14 +78,15 @@ class Fetcher:
         attempts = self.policy.retries + 1
         for attempt in range(1, attempts + 1):
             try:
-                response = self.client.get(url, headers=headers)
+                with self.client.stream("GET", url, headers=headers) as response:
+                    if response.status_code == 304:
+                        return Fetched(url, b"", True, have, attempt)
+                    if response.is_success:
+                        body = _checked(response, accept, attempt, limit)
+                        return Fetched(url, body, False, _validators(response), attempt)
             except httpx.TransportError as exc:  # timeouts, refused or dropped connections, short bodies
                 problem, wait = _describe(exc), self._backoff(attempt)
             else:
-                if response.status_code == 304:
-                    return Fetched(url, b"", True, have, attempt)
-                if response.is_success:
-                    return Fetched(url, _checked(response, accept, attempt), False, _validators(response), attempt)
                 problem = f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
                 if response.status_code not in RETRY_STATUSES:
                     raise FetchError(url, problem, attempt)
@@ -98,13 +101,20 @@ class Fetcher:
         return float(min(self.policy.backoff * 2 ** (attempt - 1), self.policy.max_wait))
 
 
-def _checked(response: httpx.Response, accept: tuple[str, ...], attempt: int) -> bytes:
-    """The body, after checking its content type is one the caller can parse."""
+def _checked(response: httpx.Response, accept: tuple[str, ...], attempt: int, limit: int | None) -> bytes:
+    """The body, after checking its content type is one the caller can parse; read a piece at a time, so that a
+    body (or a compressed one) larger than `limit` is refused without being held."""
     kind = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
     if not any(kind.startswith(wanted) for wanted in accept):
         raise FetchError(str(response.url), f"expected {' or '.join(accept)}, got {kind or 'no content type'}",
                          attempt)
-    return response.content
+    body = bytearray()
+    for piece in response.iter_bytes():
+        body += piece
+        if limit is not None and len(body) > limit:
+            raise FetchError(str(response.url), f"the body is larger than {limit:,} bytes: not a page we read",
+                             attempt)
+    return bytes(body)
 
 
 def _validators(response: httpx.Response) -> Validators:

@@ -75,6 +75,9 @@ def is_old(paper: Paper, day: date, max_age_days: float) -> bool:
 
 
 REPLACEMENT = "\ufffd"  # what a decoder puts where bytes were not text
+# Not text either: NUL and the other C0 and C1 control characters but tab, newline and carriage return; DEL; and
+# surrogates, which only JSON's "\ud800" escapes make and which no encoder or database takes.
+NOT_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def mangled(paper: Paper) -> bool:

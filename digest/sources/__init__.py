@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
+import logging
 import re
 import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import date
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 from digest.models import ParseResult, RecordError, mangled
 from digest.sources import arxivfeed, hfhtml, hfjson, jsonl, pagetext
+from digest.sources._fields import MAX_REFUSED, Reading, pieces
+from digest.sources._json import loads
+
+log = logging.getLogger("digest")
 
 HF_PAGE_TEXT = "hf_page_text"
 HF_API_JSON = "hf_api_json"
@@ -36,6 +44,11 @@ PARSERS: dict[str, Parser] = {
 }
 
 _GZIP_MAGIC = b"\x1f\x8b"
+# A page, an API response or a feed (a file after gunzip, or a fetched body) is parsed whole, so it is read only up
+# to this size; a papers JSONL file past it is read one line at a time. The real ones are 30 KB to 5 MB.
+MAX_DOCUMENT_BYTES = 20_000_000
+_HEAD_BYTES = 1_000_000  # what a large file's format is judged by
+_CHUNK = 1_000_000  # how much of an over-long line is read at a time, to be skipped
 # Enough lines to judge a JSONL file by without reading all of a large one.
 _SAMPLE_LINES = 100
 _PAGE_TEXT = re.compile(
@@ -63,13 +76,29 @@ class UnknownFormat(SourceError):
 
 
 def parse_file(path: Path, *, seen_on: date) -> ParseResult:
-    """Papers of one file, whatever its format (gzip is undone first); SourceError when it cannot be read."""
-    return parse_bytes(_read(path), str(path), seen_on=seen_on)
+    """Papers of one file, whatever its format (gzip is undone first); SourceError when it cannot be read.
+
+    A file over MAX_DOCUMENT_BYTES is read only when it is papers JSONL, and then one line at a time: memory holds
+    a line (up to jsonl.MAX_RECORD_BYTES) and the papers read, never the file. Any other such file is refused.
+    """
+    source = str(path)
+    with _open(path) as (stream, unzip):
+        head = unzip(stream.read, MAX_DOCUMENT_BYTES + 1)
+        if len(head) <= MAX_DOCUMENT_BYTES:
+            return parse_bytes(head, source, seen_on=seen_on)
+        if detect_format(head[:_HEAD_BYTES].decode("utf-8", "ignore"), source) != JSONL:
+            raise SourceError(source, f"larger than {MAX_DOCUMENT_BYTES:,} bytes, and only papers JSONL is read past "
+                                      "that size; nothing from it was stored")
+        del head
+        stream.seek(0)
+        reading = Reading(source)
+        return _guarded(lambda: jsonl.parse_lines(_lines(stream, unzip, reading), reading, seen_on=seen_on), source)
 
 
 def parse_text(text: str, source: str, *, seen_on: date) -> ParseResult:
     """Papers of text in any supported format; `source` names it in errors. UnknownFormat when unrecognised."""
-    return PARSERS[detect_format(text, source)](text, source, seen_on=seen_on)
+    parser = PARSERS[detect_format(text, source)]
+    return _guarded(lambda: parser(text, source, seen_on=seen_on), source)
 
 
 def parse_bytes(data: bytes, source: str, *, seen_on: date, parser: Parser | None = None) -> ParseResult:
@@ -80,7 +109,8 @@ def parse_bytes(data: bytes, source: str, *, seen_on: date, parser: Parser | Non
     should be, every date on the page would be a guess, so the whole source is refused (SourceError).
     """
     text, bad = _decode(data, source)
-    result = (parser or PARSERS[detect_format(text, source)])(text, source, seen_on=seen_on)
+    parse = parser or PARSERS[detect_format(text, source)]
+    result = _guarded(lambda: parse(text, source, seen_on=seen_on), source)
     if not bad:
         return result
     if any(error.reason.startswith(pagetext.PAGE_DATE_ERRORS) for error in result.errors):
@@ -90,6 +120,19 @@ def parse_bytes(data: bytes, source: str, *, seen_on: date, parser: Parser | Non
     errors = [*bad, *(error for error in result.errors if error.line not in lines)]
     return ParseResult(tuple(paper for paper in result.papers if not mangled(paper)),
                        tuple(sorted(errors, key=lambda error: error.line or 0)))
+
+
+def _guarded(parse: Callable[[], ParseResult], source: str) -> ParseResult:
+    """What `parse()` gives; an error no parser was written to expect refuses this source alone (SourceError)."""
+    try:
+        return parse()
+    except SourceError:
+        raise
+    except Exception as error:  # a bug, or a library's on input nobody foresaw: the other sources still go in
+        log.debug("parsing %s failed", source, exc_info=True)
+        detail = " ".join(str(error).split())[:200]
+        raise SourceError(source, f"the parser failed ({type(error).__name__}: {detail}); nothing from it was "
+                                  "stored (--debug shows where)") from error
 
 
 def vet(result: ParseResult, source: str) -> ParseResult:
@@ -112,14 +155,84 @@ def _decode(data: bytes, source: str) -> tuple[str, list[RecordError]]:
     except UnicodeDecodeError:
         pass
     lines, errors = [], []
-    for number, raw in enumerate(data.split(b"\n"), start=1):
+    for number, raw in enumerate(pieces(data, b"\n"), start=1):
         try:
             lines.append(raw.decode("utf-8"))
         except UnicodeDecodeError as error:
-            errors.append(RecordError(source, number, f"not valid UTF-8 (byte {raw[error.start]:#04x} at column "
-                                                      f"{error.start + 1}): the record on this line is skipped"))
+            errors.append(RecordError(source, number, _not_utf8(raw, error)))
             lines.append(raw.decode("utf-8", errors="replace"))
+            if len(errors) >= MAX_REFUSED and len(errors) * 2 > number:
+                raise SourceError(source, f"over {MAX_REFUSED:,} lines are not valid UTF-8, most of those read (the "
+                                          f"first: line {errors[0].line}): is it in another encoding? nothing from "
+                                          "it was stored") from None
     return "\n".join(lines), errors
+
+
+def _not_utf8(raw: bytes, error: UnicodeDecodeError) -> str:
+    return (f"not valid UTF-8 (byte {raw[error.start]:#04x} at column {error.start + 1}): the record on this line "
+            "is skipped")
+
+
+Unzip = Callable[[Callable[[int], bytes], int], bytes]
+
+
+@contextmanager
+def _open(path: Path) -> Iterator[tuple[BinaryIO, Unzip]]:
+    """The file's bytes as a stream (gunzipped when they are gzip, whatever the extension says), and the way to
+    read from it that turns a read failure into a SourceError naming the file."""
+    def unzip(read: Callable[[int], bytes], size: int) -> bytes:
+        try:
+            return read(size)
+        except (OSError, EOFError, zlib.error) as error:
+            reason = f"looks gzipped but cannot be decompressed: {error}" if gzipped else \
+                f"cannot read: {getattr(error, 'strerror', None) or error}"
+            raise SourceError(str(path), reason) from error
+
+    gzipped = False
+    try:
+        raw = path.open("rb")
+    except OSError as error:
+        raise SourceError(str(path), f"cannot read: {error.strerror or error}") from error
+    with raw:
+        gzipped = unzip(raw.read, 2) == _GZIP_MAGIC
+        raw.seek(0)
+        if not gzipped:
+            yield raw, unzip
+            return
+        with gzip.GzipFile(fileobj=raw) as stream:
+            yield stream, unzip  # type: ignore[misc]
+
+
+def _lines(stream: BinaryIO, unzip: Unzip, reading: Reading) -> Iterator[tuple[int, str]]:
+    """Each line of a large JSONL file, decoded and numbered; a line over jsonl.MAX_RECORD_BYTES or not UTF-8 is
+    refused in `reading` instead."""
+    for number in itertools.count(1):
+        raw = unzip(stream.readline, jsonl.MAX_RECORD_BYTES + 1)
+        if not raw:
+            return
+        line = _line(raw, number, stream, unzip, reading)
+        if line is not None:
+            yield number, line
+        elif reading.swamped(number):
+            return
+
+
+def _line(raw: bytes, number: int, stream: BinaryIO, unzip: Unzip, reading: Reading) -> str | None:
+    """The text of line `number` (`raw`, its first MAX_RECORD_BYTES + 1 bytes at most), or None once refused; the
+    rest of a line too long is read a chunk at a time and dropped, never held whole."""
+    if len(raw) > jsonl.MAX_RECORD_BYTES and not raw.endswith(b"\n"):
+        size = len(raw)
+        while raw and not raw.endswith(b"\n"):
+            raw = unzip(stream.readline, _CHUNK)
+            size += len(raw)
+        reading.refuse(number, jsonl.record_too_long(size - raw.endswith(b"\n")))
+        return None
+    try:
+        text = raw.removeprefix(b"\xef\xbb\xbf" if number == 1 else b"").decode("utf-8")
+    except UnicodeDecodeError as error:
+        reading.refuse(number, _not_utf8(raw, error))
+        return None
+    return text.removesuffix("\n").removesuffix("\r")
 
 
 def detect_format(text: str, source: str = "<text>") -> str:
@@ -158,24 +271,10 @@ def _wanted(name: str) -> bool:
     return not name.startswith(".") and name.lower().endswith(SUFFIXES)
 
 
-def _read(path: Path) -> bytes:
-    """The bytes of `path`, gunzipped when they are gzip (whatever the extension says)."""
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise SourceError(str(path), f"cannot read: {error.strerror or error}") from error
-    if not data.startswith(_GZIP_MAGIC):
-        return data
-    try:
-        return gzip.decompress(data)
-    except (OSError, EOFError, zlib.error) as error:
-        raise SourceError(str(path), f"looks gzipped but cannot be decompressed: {error}") from error
-
-
 def _json_object_format(head: str) -> str:
     """API JSON for an object holding Daily Papers rows, else JSONL (one object per line)."""
     try:
-        data = json.loads(head)
+        data = loads(head)
     except json.JSONDecodeError:
         return JSONL if _looks_like_jsonl(head) else HF_API_JSON
     return HF_API_JSON if hfjson.find_rows(data) is not None else JSONL
@@ -185,7 +284,7 @@ def _looks_like_jsonl(head: str) -> bool:
     """Whether text that is not one JSON document reads as JSON objects one per line."""
     lines = [line.strip() for line in head.split("\n", _SAMPLE_LINES)[:_SAMPLE_LINES] if line.strip()]
     try:
-        if isinstance(json.loads(lines[0]), dict):
+        if isinstance(loads(lines[0]), dict):
             return True
     except json.JSONDecodeError:
         pass

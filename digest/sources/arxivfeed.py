@@ -12,8 +12,8 @@ import re
 from datetime import date
 from typing import Any
 
-from digest.models import Paper, ParseResult, RecordError
-from digest.sources._fields import BadRecord, collapse, require_title
+from digest.models import Paper, ParseResult
+from digest.sources._fields import MAX_MARKUP, BadRecord, Reading, checked, collapse, require_title, shown
 from digest.sources.jsonl import ABS_URL, CATEGORY, _arxiv_id
 
 _ANNOUNCE = re.compile(r"^\s*arXiv:\S+\s+Announce Type:\s*\S+\s+Abstract:\s*", re.IGNORECASE)
@@ -23,18 +23,28 @@ def parse(text: str, source: str, *, seen_on: date) -> ParseResult:
     """Papers of an arXiv Atom or RSS feed; one RecordError per entry that cannot be read."""
     import feedparser  # loaded when a feed is parsed, not by every command
 
-    feed = feedparser.parse(text)
+    reading = Reading(source)
+    # Markup inside the entries ("&lt;b&gt;", "&#60;") costs as much as the feed's own tags.
+    marks = text.count("<") + text.count("&")
+    if marks > MAX_MARKUP:
+        reading.refuse(None, f"{marks:,} '<' and '&' (over {MAX_MARKUP:,}): not an arXiv feed")
+        return reading.result()
+    try:
+        feed = feedparser.parse(text)
+    except (ValueError, OverflowError) as error:  # its lenient parser on a character reference like &#xD800;
+        reading.refuse(None, f"not a readable feed: {type(error).__name__}: {error}")
+        return reading.result()
     if not feed.entries and feed.get("bozo"):
-        reason = f"not a readable feed: {feed.get('bozo_exception')}"
-        return ParseResult((), (RecordError(source, None, reason),))
-    papers: list[Paper] = []
-    errors: list[RecordError] = []
+        reading.refuse(None, f"not a readable feed: {feed.get('bozo_exception')}")
+        return reading.result()
     for index, entry in enumerate(feed.entries, start=1):
         try:
-            papers.append(_paper(entry, seen_on=seen_on))
+            reading.papers.append(_paper(entry, seen_on=seen_on))
         except BadRecord as bad:
-            errors.append(RecordError(source, None, f"entry {index}: {bad}"))
-    return ParseResult(tuple(papers), tuple(errors))
+            reading.refuse(None, f"entry {index}: {bad}")
+            if reading.swamped(None):
+                break
+    return reading.result()
 
 
 def _paper(entry: Any, *, seen_on: date) -> Paper:
@@ -42,13 +52,13 @@ def _paper(entry: Any, *, seen_on: date) -> Paper:
     title = require_title(entry.get("title"))
     arxiv_id = _arxiv_id(entry.get("id")) or _arxiv_id(entry.get("link"))
     if arxiv_id is None:
-        raise BadRecord(f"no arXiv id in id {entry.get('id')!r} or link {entry.get('link')!r}")
+        raise BadRecord(f"no arXiv id in id {shown(entry.get('id'))} or link {shown(entry.get('link'))}")
     abstract = collapse(_ANNOUNCE.sub("", entry.get("summary") or ""))
     if not abstract:
         raise BadRecord("no abstract")
     authors = _authors(entry)
     published = _date(entry.get("published_parsed")) or _date(entry.get("updated_parsed"))
-    return Paper(
+    return checked(Paper(
         title=title,
         abstract=abstract,
         arxiv_id=arxiv_id,
@@ -58,7 +68,7 @@ def _paper(entry: Any, *, seen_on: date) -> Paper:
         listed_on=seen_on,
         url=ABS_URL.format(arxiv_id),
         categories=_categories(entry),
-    )
+    ))
 
 
 def _authors(entry: Any) -> tuple[str, ...]:

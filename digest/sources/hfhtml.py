@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 from digest.models import ParseResult, RecordError
 from digest.sources import hfjson
+from digest.sources._fields import MAX_MARKUP
+from digest.sources._json import loads
 
 if TYPE_CHECKING:
     from bs4 import Tag
@@ -21,6 +23,9 @@ def parse(text: str, source: str, *, seen_on: date) -> ParseResult:
     """Papers of the rows embedded in the page; a RecordError when the page does not embed them."""
     from bs4 import BeautifulSoup  # loaded when a page is parsed, not by every command
 
+    tags = text.count("<")
+    if tags > MAX_MARKUP:
+        return _failed(source, None, f"{tags:,} '<' (over {MAX_MARKUP:,}): not a Daily Papers page")
     div = BeautifulSoup(text, _parser()).select_one(f"[{_MARKER}]")
     if div is None:
         return _failed(source, None, f"no <div {_MARKER}> in the page: is it a huggingface.co/papers page?")
@@ -29,7 +34,7 @@ def parse(text: str, source: str, *, seen_on: date) -> ParseResult:
     if not isinstance(props, str):
         return _failed(source, line, f"the {TARGET} div has no data-props attribute")
     try:
-        data = json.loads(props)
+        data = loads(props)
     except json.JSONDecodeError as error:
         return _failed(source, line, f"data-props is not valid JSON: {error.msg} (column {error.colno})")
     rows = hfjson.find_rows(data)

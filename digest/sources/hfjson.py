@@ -8,7 +8,19 @@ from datetime import date
 from typing import Any
 
 from digest.models import Paper, ParseResult, RecordError, clean_arxiv_id
-from digest.sources._fields import BadRecord, collapse, count, iso_date, require_title, strings, text_or_none
+from digest.sources._fields import (
+    BadRecord,
+    Reading,
+    checked,
+    collapse,
+    count,
+    iso_date,
+    require_title,
+    shown,
+    strings,
+    text_or_none,
+)
+from digest.sources._json import DECODER, loads
 
 PAPER_URL = "https://huggingface.co/papers/{}"
 ROWS_KEY = "dailyPapers"
@@ -17,7 +29,7 @@ ROWS_KEY = "dailyPapers"
 def parse(text: str, source: str, *, seen_on: date) -> ParseResult:
     """Papers of an API response (a list of rows, or an object holding one); one RecordError per bad row."""
     try:
-        data = json.loads(text)
+        data = loads(text)
     except json.JSONDecodeError as error:
         reason = f"invalid JSON: {error.msg} (column {error.colno})"
         return ParseResult((), (RecordError(source, error.lineno, reason),))
@@ -45,14 +57,15 @@ def find_rows(data: object) -> list[Any] | None:
 
 def parse_rows(rows: Iterable[tuple[object, int | None]], source: str, *, seen_on: date) -> ParseResult:
     """Papers of (row, line) pairs; a row that cannot be read gives a RecordError naming its index."""
-    papers: list[Paper] = []
-    errors: list[RecordError] = []
+    reading = Reading(source)
     for index, (row, line) in enumerate(rows):
         try:
-            papers.append(paper_of_row(row, seen_on=seen_on))
+            reading.papers.append(paper_of_row(row, seen_on=seen_on))
         except BadRecord as bad:
-            errors.append(RecordError(source, line, f"row {index}: {bad}"))
-    return ParseResult(tuple(papers), tuple(errors))
+            reading.refuse(line, f"row {index}: {bad}")
+            if reading.swamped(line):
+                break
+    return reading.result()
 
 
 def paper_of_row(row: object, *, seen_on: date) -> Paper:
@@ -65,7 +78,7 @@ def paper_of_row(row: object, *, seen_on: date) -> Paper:
         raise BadRecord("'paper' is not an object")
     arxiv_id = _arxiv_id(paper.get("id"))
     authors = _authors(paper.get("authors"))
-    return Paper(
+    return checked(Paper(
         title=require_title(paper.get("title") or row.get("title")),
         abstract=collapse(text_or_none(paper.get("summary")) or text_or_none(row.get("summary")) or ""),
         arxiv_id=arxiv_id,
@@ -74,14 +87,14 @@ def paper_of_row(row: object, *, seen_on: date) -> Paper:
         organization=_organization(row.get("organization")) or _organization(paper.get("organization")),
         published=iso_date(paper.get("publishedAt")) or iso_date(row.get("publishedAt")),
         listed_on=iso_date(paper.get("submittedOnDailyAt")) or seen_on,
-        upvotes=count(paper.get("upvotes")),
-        comments=count(row.get("numComments")),
+        upvotes=count(paper.get("upvotes"), "upvotes"),
+        comments=count(row.get("numComments"), "numComments"),
         url=PAPER_URL.format(arxiv_id),
         keywords=strings(paper.get("ai_keywords")),
         summary=text_or_none(paper.get("ai_summary")),
         github_url=text_or_none(paper.get("githubRepo")),
         project_url=text_or_none(paper.get("projectPage")),
-    )
+    ))
 
 
 def _arxiv_id(value: object) -> str:
@@ -90,7 +103,7 @@ def _arxiv_id(value: object) -> str:
         raise BadRecord("no paper id")
     arxiv_id = clean_arxiv_id(value) if isinstance(value, str) else None
     if arxiv_id is None:
-        raise BadRecord(f"paper id {value!r} is not an arXiv id")
+        raise BadRecord(f"paper id {shown(value)} is not an arXiv id")
     return arxiv_id
 
 
@@ -111,7 +124,6 @@ def _organization(value: object) -> str | None:
 
 def _row_lines(text: str) -> Iterator[int]:
     """The line on which each element of the (valid) top-level JSON array starts."""
-    decoder = json.JSONDecoder()
     position = text.index("[") + 1
     line = 1 + text.count("\n", 0, position)
     while True:
@@ -120,7 +132,7 @@ def _row_lines(text: str) -> Iterator[int]:
             return
         line += text.count("\n", position, start)
         yield line
-        _, end = decoder.raw_decode(text, start)
+        _, end = DECODER.raw_decode(text, start)  # nesting already checked for the whole text
         line += text.count("\n", start, end)
         position = end
 

@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+from collections.abc import Iterable
 from datetime import date
 from typing import Any
 
-from digest.models import Paper, ParseResult, RecordError, clean_arxiv_id
-from digest.sources._fields import BadRecord, collapse, count, iso_date, require_title, split_lines, text_or_none
+from digest.models import Paper, ParseResult, clean_arxiv_id
+from digest.sources._fields import (
+    BadRecord,
+    Reading,
+    checked,
+    collapse,
+    count,
+    iso_date,
+    require_title,
+    split_lines,
+    text_or_none,
+)
+from digest.sources._json import loads
 
 ABS_URL = "https://arxiv.org/abs/{}"
+MAX_RECORD_BYTES = 1_000_000  # one line; the largest of 45,256 real arXiv records is 3,786 bytes
 # arXiv subject tags ("cs.CL", "hep-th"); drops the MSC/ACM codes some rows carry ("68T45", "I.2.7").
 CATEGORY = re.compile(r"^[a-z-]+(\.[A-Za-z-]+)?$")
 _ID_PREFIX = re.compile(r"^(?:arxiv:|https?://arxiv\.org/(?:abs|pdf)/)", re.IGNORECASE)
@@ -18,26 +32,41 @@ _ID_PREFIX = re.compile(r"^(?:arxiv:|https?://arxiv\.org/(?:abs|pdf)/)", re.IGNO
 
 def parse(text: str, source: str, *, seen_on: date) -> ParseResult:
     """Papers of a JSONL text; a bad line gives a RecordError with its line number, blank lines are skipped."""
-    papers: list[Paper] = []
-    errors: list[RecordError] = []
-    read: dict[str, Paper] = {}  # a line seen before is the same paper: not parsed again (repeated input is cheap)
-    for number, line in enumerate(split_lines(text), start=1):
+    return parse_lines(enumerate(split_lines(text), start=1), Reading(source), seen_on=seen_on)
+
+
+def parse_lines(lines: Iterable[tuple[int, str]], reading: Reading, *, seen_on: date) -> ParseResult:
+    """Papers of numbered JSONL lines (a text's, or a large file's read one at a time) added to `reading`."""
+    # A line seen before is the same paper: not parsed again (repeated input is cheap). Keyed by a digest of
+    # the line, so that a large file's lines are not all kept.
+    read: dict[bytes, Paper] = {}
+    for number, line in lines:
         if not line.strip():
             continue
-        if line in read:
-            papers.append(read[line])
+        key = hashlib.blake2b(line.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        if key in read:
+            reading.papers.append(read[key])
             continue
         try:
-            papers.append(read.setdefault(line, paper_of_object(_object(line), seen_on=seen_on)))
+            reading.papers.append(read.setdefault(key, paper_of_object(_object(line), seen_on=seen_on)))
         except BadRecord as bad:
-            errors.append(RecordError(source, number, str(bad)))
-    return ParseResult(tuple(papers), tuple(errors))
+            reading.refuse(number, str(bad))
+            if reading.swamped(number):
+                break
+    return reading.result()
+
+
+def record_too_long(size: int) -> str:
+    """Why a line of `size` bytes is refused."""
+    return f"a record of {size:,} bytes (over {MAX_RECORD_BYTES:,}): skipped"
 
 
 def _object(line: str) -> dict[str, Any]:
-    """The JSON object on one line; BadRecord when it is not valid JSON or not an object."""
+    """The JSON object on one line; BadRecord when it is too long, too deep, not valid JSON or not an object."""
+    if len(line) * 4 > MAX_RECORD_BYTES and (size := len(line.encode("utf-8", "surrogatepass"))) > MAX_RECORD_BYTES:
+        raise BadRecord(record_too_long(size))
     try:
-        data = json.loads(line)
+        data = loads(line)
     except json.JSONDecodeError as error:
         raise BadRecord(f"invalid JSON: {error.msg} (column {error.colno})") from None
     if not isinstance(data, dict):
@@ -53,7 +82,7 @@ def paper_of_object(data: dict[str, Any], *, seen_on: date) -> Paper:
         raise BadRecord("no abstract")
     arxiv_id = _arxiv_id(data.get("id"))
     authors = _authors(data.get("authors"))
-    return Paper(
+    return checked(Paper(
         title=title,
         abstract=collapse(abstract),
         arxiv_id=arxiv_id,
@@ -61,10 +90,10 @@ def paper_of_object(data: dict[str, Any], *, seen_on: date) -> Paper:
         n_authors=len(authors) or None,
         published=iso_date(data.get("published")),
         listed_on=iso_date(data.get("listing_date")) or seen_on,
-        upvotes=count(data.get("upvotes")),
+        upvotes=count(data.get("upvotes"), "upvotes"),
         url=text_or_none(data.get("url")) or (ABS_URL.format(arxiv_id) if arxiv_id else None),
         categories=_categories(data.get("categories"), data.get("primary_category")),
-    )
+    ))
 
 
 def _arxiv_id(value: object) -> str | None:

@@ -14,6 +14,7 @@ from digest.sources import (
     ARXIV_FEED,
     HF_API_JSON,
     HF_PAGE_HTML,
+    MAX_DOCUMENT_BYTES,
     PARSERS,
     SourceError,
     iter_paths,
@@ -103,7 +104,7 @@ def read_source(spec: SourceSpec, day: date, fetcher: Fetcher, have: Validators)
     """Fetch (or read) one source and parse it; FetchError or SourceError when the whole source fails."""
     if spec.kind == FILE:
         return _read_files(spec, day)
-    fetched = fetcher.get(spec.url_for(day), accept=_ACCEPT[spec.kind], have=have)
+    fetched = fetcher.get(spec.url_for(day), accept=_ACCEPT[spec.kind], have=have, limit=MAX_DOCUMENT_BYTES)
     if fetched.not_modified:
         return SourceResult(spec, ParseResult(()), fetched)
     parsed = parse_bytes(fetched.body, spec.label, seen_on=day, parser=PARSERS[_FORMATS[spec.kind]])

@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
+from itertools import chain
 
 from digest.models import Paper, ParseResult, RecordError
-from digest.sources._fields import MAX_TITLE_CHARS, BadRecord, collapse, require_title, split_lines
+from digest.sources._fields import (
+    MAX_TITLE_CHARS,
+    BadRecord,
+    Reading,
+    checked,
+    collapse,
+    require_title,
+    shown,
+    split_lines,
+)
 
 HEADER_LINES = frozenset(
     {
@@ -42,12 +53,18 @@ PAGE_DATE_ERRORS = ("page date ", "no page date ")
 _YEARS_BACK = 8
 
 
+# Lines kept of a block (an entry's blocks have one to three): a page of junk with no blank line is not held whole.
+_BLOCK_LINES = 10
+
+
 @dataclass(frozen=True)
 class _Block:
-    """A run of non-blank lines and the file line number of its first line."""
+    """A run of non-blank lines (the first _BLOCK_LINES of them), the file line number of its first line and how
+    many lines it has."""
 
     line: int
     lines: tuple[str, ...]
+    size: int
 
     @property
     def is_meta(self) -> bool:
@@ -66,77 +83,101 @@ class _Meta:
 
 def parse(text: str, source: str, *, seen_on: date) -> ParseResult:
     """Papers of one Daily Papers page text; a malformed entry becomes a RecordError and is skipped."""
-    blocks = _blocks(text)
-    start = _skip_header(blocks)
-    page_date, start, errors = _page_date(blocks, start, source, seen_on)
-    papers: list[Paper] = []
-    index = start
-    while index < len(blocks):
-        size = _extent(blocks, index)
+    blocks = _Ahead(_blocks(text))
+    _skip_header(blocks)
+    page_date, errors = _page_date(blocks, source, seen_on)
+    reading = Reading(source, errors=errors)
+    while (head := blocks.peek(0)) is not None:
+        entry = blocks.take(_extent(blocks))
         try:
-            papers.append(_entry(blocks[index : index + size], page_date))
+            reading.papers.append(_entry(entry, page_date))
         except BadRecord as bad:
-            errors.append(RecordError(source, blocks[index].line, str(bad)))
-        index += size
-    return ParseResult(tuple(papers), tuple(errors))
+            reading.refuse(head.line, str(bad))
+            if reading.swamped(head.line):
+                break
+    return reading.result()
 
 
-def _blocks(text: str) -> list[_Block]:
+def _blocks(text: str) -> Iterator[_Block]:
     """The non-blank lines of `text` grouped into blocks separated by blank lines."""
-    blocks: list[_Block] = []
     current: list[str] = []
-    for number, raw in enumerate([*split_lines(text), ""], start=1):
+    size = 0
+    for number, raw in enumerate(chain(split_lines(text), [""]), start=1):
         if raw.strip():
-            current.append(raw.strip())
+            if size < _BLOCK_LINES:
+                current.append(raw.strip())
+            size += 1
         elif current:
-            blocks.append(_Block(number - len(current), tuple(current)))
-            current = []
-    return blocks
+            yield _Block(number - size, tuple(current), size)
+            current, size = [], 0
 
 
-def _skip_header(blocks: list[_Block]) -> int:
-    """Index of the first block after the page header lines."""
-    index = 0
-    while index < len(blocks) and len(blocks[index].lines) == 1 and blocks[index].lines[0] in HEADER_LINES:
-        index += 1
-    return index
+class _Ahead:
+    """The blocks of a page, read as the parser asks for them (an entry looks three blocks ahead at most)."""
+
+    def __init__(self, blocks: Iterator[_Block]) -> None:
+        self._blocks = blocks
+        self._ahead: list[_Block] = []
+
+    def peek(self, offset: int) -> _Block | None:
+        """The block `offset` places ahead, or None past the last one."""
+        while len(self._ahead) <= offset:
+            block = next(self._blocks, None)
+            if block is None:
+                return None
+            self._ahead.append(block)
+        return self._ahead[offset]
+
+    def take(self, count: int) -> list[_Block]:
+        taken, self._ahead = self._ahead[:count], self._ahead[count:]
+        return taken
 
 
-def _page_date(blocks: list[_Block], index: int, source: str, seen_on: date) -> tuple[date, int, list[RecordError]]:
-    """The page date at blocks[index] (or seen_on, with an error, when there is none) and where entries start."""
-    match = _DAY.match(blocks[index].lines[0]) if index < len(blocks) and len(blocks[index].lines) == 1 else None
-    if match and not match["year"] and not match["upvotes"]:
+def _skip_header(blocks: _Ahead) -> None:
+    """Drop the page header lines."""
+    while (block := blocks.peek(0)) is not None and block.size == 1 and block.lines[0] in HEADER_LINES:
+        blocks.take(1)
+
+
+def _page_date(blocks: _Ahead, source: str, seen_on: date) -> tuple[date, list[RecordError]]:
+    """The page date, taken from the blocks (or seen_on, with an error, when there is none)."""
+    block = blocks.peek(0)
+    match = _DAY.match(block.lines[0]) if block is not None and block.size == 1 else None
+    if block is not None and match and not match["year"] and not match["upvotes"]:
+        blocks.take(1)
         month, day = _month(match["month"]), int(match["day"])
         found = _latest(month, day, seen_on) if month else None
         if found:
-            return found, index + 1, []
-        reason = f"page date {blocks[index].lines[0]!r} is not a real day; using {seen_on.isoformat()}"
-        return seen_on, index + 1, [RecordError(source, blocks[index].line, reason)]
-    line = blocks[index].line if index < len(blocks) else None
+            return found, []
+        reason = f"page date {block.lines[0]!r} is not a real day; using {seen_on.isoformat()}"
+        return seen_on, [RecordError(source, block.line, reason)]
     reason = f"no page date (like 'Jan 5') after the header; using {seen_on.isoformat()}"
-    return seen_on, index, [RecordError(source, line, reason)]
+    return seen_on, [RecordError(source, block.line if block else None, reason)]
 
 
-def _extent(blocks: list[_Block], index: int) -> int:
-    """How many blocks the entry at blocks[index] spans: title, abstract and an optional meta block."""
+def _extent(blocks: _Ahead) -> int:
+    """How many blocks the entry at the head spans: title, abstract and an optional meta block."""
 
     def meta_at(at: int) -> bool:
-        return at < len(blocks) and blocks[at].is_meta
+        block = blocks.peek(at)
+        return block is not None and block.is_meta
 
-    if blocks[index].is_meta:
+    head = blocks.peek(0)
+    assert head is not None
+    if head.is_meta:
         return 1
     # A "title" over the limit is most likely an abstract whose title line is missing:
     # it ends the entry so the next title starts a fresh one.
-    if len(blocks[index].lines[0]) > MAX_TITLE_CHARS or meta_at(index + 1) or index + 1 == len(blocks):
-        return 2 if meta_at(index + 1) else 1
-    return 3 if meta_at(index + 2) else 2
+    if len(head.lines[0]) > MAX_TITLE_CHARS or meta_at(1) or blocks.peek(1) is None:
+        return 2 if meta_at(1) else 1
+    return 3 if meta_at(2) else 2
 
 
 def _entry(blocks: list[_Block], page_date: date) -> Paper:
     """The paper of one entry's blocks (title, abstract, optional meta); BadRecord when malformed."""
     head, *rest = blocks
     if head.is_meta:
-        raise BadRecord(f"authors/date block {head.lines[0]!r} has no title and abstract before it")
+        raise BadRecord(f"authors/date block {shown(head.lines[0])} has no title and abstract before it")
     title = _single(head, "title")
     if len(title) > MAX_TITLE_CHARS:
         raise BadRecord(f"title is {len(title)} characters long (over {MAX_TITLE_CHARS}): is the title line missing?")
@@ -145,7 +186,7 @@ def _entry(blocks: list[_Block], page_date: date) -> Paper:
         raise BadRecord("no abstract line after the title")
     abstract = collapse(_single(rest[0], "abstract"))
     meta = _meta(rest[1], page_date) if len(rest) > 1 else _Meta()
-    return Paper(
+    return checked(Paper(
         title=title,
         abstract=abstract,
         n_authors=meta.n_authors,
@@ -153,13 +194,13 @@ def _entry(blocks: list[_Block], page_date: date) -> Paper:
         published=meta.published,
         listed_on=page_date,
         upvotes=meta.upvotes,
-    )
+    ))
 
 
 def _single(block: _Block, what: str) -> str:
     """The one line of a title or abstract block; BadRecord when it spans several."""
-    if len(block.lines) != 1:
-        raise BadRecord(f"{what} at line {block.line} spans {len(block.lines)} lines; expected one")
+    if block.size != 1:
+        raise BadRecord(f"{what} at line {block.line} spans {block.size:,} lines; expected one")
     return block.lines[0]
 
 
@@ -167,14 +208,14 @@ def _meta(block: _Block, page_date: date) -> _Meta:
     """Authors or organisation, date and upvotes of a meta block ('• 9 authors' / '·' / 'Apr 22, 2024 2')."""
     lines = block.lines
     if MIDDLE_DOT not in lines:
-        raise BadRecord(f"{lines[0]!r} is not followed by a '{MIDDLE_DOT}' line and a date")
+        raise BadRecord(f"{shown(lines[0])} is not followed by a '{MIDDLE_DOT}' line and a date")
     dot = lines.index(MIDDLE_DOT)
     if dot > 1:
         raise BadRecord(f"expected one authors or organisation line before '{MIDDLE_DOT}', found {dot}")
     if dot + 1 == len(lines):
         raise BadRecord(f"'{MIDDLE_DOT}' is not followed by a date")
     if dot + 2 < len(lines):
-        raise BadRecord(f"unexpected line after the date: {lines[dot + 2]!r}")
+        raise BadRecord(f"unexpected line after the date: {shown(lines[dot + 2])}")
     n_authors, organization = _byline(lines[0] if dot == 1 else None)
     published, upvotes = _dated(lines[dot + 1], page_date)
     return _Meta(n_authors, organization, published, upvotes)
@@ -187,7 +228,7 @@ def _byline(line: str | None) -> tuple[int | None, str | None]:
     if line.startswith(BULLET):
         match = _AUTHORS.match(line)
         if not match:
-            raise BadRecord(f"authors line {line!r} has no author count")
+            raise BadRecord(f"authors line {shown(line)} has no author count")
         return int(match[1]), None
     # The organisation line is "<slug> <Display Name>"; the display name is what readers know.
     slug, _, display = line.partition(" ")
@@ -199,7 +240,7 @@ def _dated(line: str, page_date: date) -> tuple[date, int | None]:
     match = _DAY.match(line)
     month = _month(match["month"]) if match else None
     if not match or not month:
-        raise BadRecord(f"'{MIDDLE_DOT}' is not followed by a date like 'Jun 20, 2024' (found {line!r})")
+        raise BadRecord(f"'{MIDDLE_DOT}' is not followed by a date like 'Jun 20, 2024' (found {shown(line)})")
     day = int(match["day"])
     found = _exact(int(match["year"]), month, day) if match["year"] else _latest(month, day, page_date)
     if found is None:

@@ -10,7 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..models import MAX_ROW_ID, REPLACEMENT, Paper, normalise_title
+from ..models import MAX_ROW_ID, NOT_TEXT, REPLACEMENT, Paper, normalise_title
 from .claims import CHUNK
 from .engine import Base
 from .records import IngestCounts
@@ -24,7 +24,9 @@ def _merge(old: Paper, new: Paper) -> Paper:
     upvote count only goes up. Ingesting the same files twice therefore changes nothing. Whatever
     the sighting, dates never go back: the listing date only moves forward and the publication date
     only earlier (a paper is published once; a later one is a misread year), and text holding
-    replacement characters never overwrites clean text (it may be repaired by clean text).
+    replacement characters, NUL, control characters or lone surrogates never overwrites clean text (it may be
+    repaired by clean text). The parsers refuse such records already (sources._fields.checked); this is the
+    store's own guarantee, whatever brings a paper in.
     """
     newer = bool(old.listed_on and new.listed_on and new.listed_on > old.listed_on)
     changes: dict[str, Any] = {}
@@ -44,11 +46,12 @@ def _merge(old: Paper, new: Paper) -> Paper:
 
 
 def _worse(value: Any, than: Any) -> bool:
-    """Whether `value` holds replacement characters (undecoded bytes) that `than` does not."""
+    """Whether `value` holds replacement characters (undecoded bytes) or what is not text, and `than` does not."""
     def has(text: Any) -> bool:
         items = text if isinstance(text, tuple) else (text,)
-        return any(isinstance(item, str) and REPLACEMENT in item for item in items)
+        return any(isinstance(item, str) and (REPLACEMENT in item or NOT_TEXT.search(item)) for item in items)
     return has(value) and not has(than)
+
 
 
 class PaperStore(Base):
