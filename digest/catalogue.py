@@ -16,17 +16,30 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from .models import Subscriber
 from .store import FileState, Store
-from .subscribers import Problem, Roster, library_paths, parse_profile, validate
+from .subscribers import (
+    MAX_INTERESTS,
+    MAX_PROFILE_BYTES,
+    Problem,
+    Roster,
+    library_paths,
+    parse_profile,
+    shown,
+    validate,
+)
 
 Imported = tuple[Subscriber, str, int]  # a subscriber, and the file and line it came from
 CSV_FIELDS = ("email", "name", "timezone", "send_at", "frequency", "max_papers", "exclude",
               "interest", "keywords", "description", "seed_papers", "weight", "library", "authors")
 LIST_SEPARATOR = ";"  # within a cell: keywords, seed papers, exclusions
 IMPORT_BATCH = 2000  # subscribers written per transaction
+# Limits of an import file (each subscriber's rows are then checked as a profile file is; see `subscribers`).
+MAX_CSV_LINE = 262_144  # bytes of one line (a longer one is skipped, with its line number)
+MAX_CSV_ROWS = 10_000_000  # rows of one file (a million subscribers of a few interests each fit)
+MAX_SUBSCRIBER_ROWS = MAX_INTERESTS + 1  # one row an interest, and perhaps a row of settings alone
 ERASED = ("this address was erased at its owner's request (`digest subscribers forget`) and is never mailed "
           "again: take it out of this file")
 
@@ -85,6 +98,16 @@ def _stamp(source: str) -> tuple[int, int]:
     return found.st_mtime_ns, found.st_size
 
 
+def _file_digest(path: str) -> str:
+    """The SHA-256 of a profile file's first MAX_PROFILE_BYTES + 1 bytes (a larger file is refused unread, whatever
+    follows), or "" when it cannot be read (`parse_profile` says why, and the other files go on)."""
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.sha256(handle.read(MAX_PROFILE_BYTES + 1)).hexdigest()
+    except OSError:
+        return ""
+
+
 def _same_libraries(state: FileState) -> bool:
     """Whether every library file the profile named is as it was when the profile was read."""
     return all(_stamp(source) == (mtime, size) for source, mtime, size in state.libraries)
@@ -110,8 +133,7 @@ def sync(store: Store, folder: Path, on_stored: Stored | None = None) -> SyncRep
         if old and (old.mtime_ns, old.size) == (mtime, size) and not conflicted and _same_libraries(old):
             report.unchanged += 1
             continue
-        data = Path(path).read_bytes()
-        digest = hashlib.sha256(data).hexdigest()
+        digest = _file_digest(path)
         if old and old.sha256 == digest and not conflicted and _same_libraries(old):
             touched.append(FileState(path, mtime, size, digest, old.email_key, old.problems, old.libraries))
             report.unchanged += 1
@@ -142,7 +164,7 @@ def _rivals(parsed: list[Parsed], seen: dict[str, tuple[int, int]], known: dict[
     rivals: list[Parsed] = []
     for path, state in known.items():
         if state.email_key in claimed and path not in queued and path not in removed and path in seen:
-            digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+            digest = _file_digest(path)
             rivals.append((path, *seen[path], digest, *parse_profile(Path(path))))
     return rivals
 
@@ -257,49 +279,115 @@ def _number(text: str) -> Any:
     return text
 
 
+class _CsvLines:
+    """An import file's lines for the csv module, each at most MAX_CSV_LINE bytes of UTF-8: a line that is not is
+    reported and read as an empty line (so that the lines after it keep their numbers), and the file goes on."""
+
+    def __init__(self, handle: BinaryIO, path: Path, report: ImportReport) -> None:
+        self.handle, self.path, self.report = handle, path, report
+        self.number = 0  # the line last read
+
+    def __iter__(self) -> _CsvLines:
+        return self
+
+    def __next__(self) -> str:
+        raw = self.handle.readline(MAX_CSV_LINE + 1)
+        if not raw:
+            raise StopIteration
+        self.number += 1
+        if len(raw) > MAX_CSV_LINE and not raw.endswith(b"\n"):
+            while (rest := self.handle.readline(1 << 16)) and not rest.endswith(b"\n"):
+                pass
+            return self._skip(f"the line is longer than {MAX_CSV_LINE:,} bytes: skipped")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return self._skip(f"the line is not UTF-8 ({exc.reason} at byte {exc.start}): skipped")
+        return text.removeprefix("\ufeff") if self.number == 1 else text  # a spreadsheet's byte-order mark
+
+    def _skip(self, reason: str) -> str:
+        self.report.problems.append(Problem(str(self.path), self.number, reason))
+        return "\n"
+
+
 def _read_csv(path: Path, report: ImportReport) -> Iterator[Imported | None]:
     """Subscribers from a CSV file, one row per interest; the rows of one subscriber must be together."""
     try:
-        handle = path.open(encoding="utf-8", newline="")
+        handle = path.open("rb")
     except OSError as exc:
         report.problems.append(Problem(str(path), 0, f"cannot read file: {exc.strerror or exc}"))
         return
     with handle:
-        reader = csv.DictReader(handle)
-        unknown = [f for f in reader.fieldnames or () if f not in CSV_FIELDS]
-        if not reader.fieldnames or "email" not in reader.fieldnames or unknown:
-            report.problems.append(Problem(str(path), 1, "the first line must name the columns: "
-                                           f"{', '.join(CSV_FIELDS)} (unknown: {', '.join(unknown) or 'none'})"))
-            return
+        lines = _CsvLines(handle, path, report)
+        reader = csv.DictReader(lines)
         try:
-            yield from _groups(path, reader, report)
-        except (UnicodeDecodeError, csv.Error) as exc:
-            report.problems.append(Problem(str(path), reader.line_num, f"cannot read the CSV: {exc}"))
+            fields = reader.fieldnames
+        except csv.Error as exc:
+            fields = None
+            report.problems.append(Problem(str(path), 1, f"cannot read the CSV: {exc}"))
+        unknown = [f for f in fields or () if f not in CSV_FIELDS]
+        if not fields or "email" not in fields or unknown:
+            named = ", ".join(map(shown, unknown)) or "none"
+            report.problems.append(Problem(str(path), 1, "the first line must name the columns: "
+                                           f"{', '.join(CSV_FIELDS)} (unknown: {named})"))
+            return
+        yield from _groups(path, _records(reader, lines, path, report), report)
 
 
-def _groups(path: Path, reader: csv.DictReader[str], report: ImportReport) -> Iterator[Imported | None]:
+def _records(reader: csv.DictReader[str], lines: _CsvLines, path: Path,
+             report: ImportReport) -> Iterator[tuple[int, dict[str, str]]]:
+    """Each row with its (last) line; a row the csv module cannot read is reported and the next one read."""
+    count = 0
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            report.problems.append(Problem(str(path), lines.number, f"cannot read the CSV: {exc}"))
+            continue
+        count += 1
+        if count > MAX_CSV_ROWS:
+            report.problems.append(Problem(str(path), lines.number, f"the file has more than {MAX_CSV_ROWS:,} rows: "
+                                                                    "the rest is not read (split it)"))
+            return
+        yield lines.number, row
+
+
+def _groups(path: Path, records: Iterator[tuple[int, dict[str, str]]],
+            report: ImportReport) -> Iterator[Imported | None]:
     seen: set[str] = set()
     rows: list[tuple[int, dict[str, str]]] = []
-    for row in reader:
+    extra: list[int] = []  # the subscriber's rows past MAX_SUBSCRIBER_ROWS: how many, and the first one's line
+    for line, row in records:
         email = (row.get("email") or "").strip().lower()
         if rows and email != (rows[0][1].get("email") or "").strip().lower():
-            yield _subscriber(path, rows, report, seen)
-            rows = []
-        rows.append((reader.line_num, row))
+            yield _subscriber(path, rows, report, seen, extra)
+            rows, extra = [], []
+        if len(rows) < MAX_SUBSCRIBER_ROWS:
+            rows.append((line, row))
+        else:
+            extra = [extra[0] + 1, extra[1]] if extra else [1, line]
     if rows:
-        yield _subscriber(path, rows, report, seen)
+        yield _subscriber(path, rows, report, seen, extra)
 
 
 def _subscriber(path: Path, rows: list[tuple[int, dict[str, str]]], report: ImportReport,
-                seen: set[str]) -> Imported | None:
+                seen: set[str], extra: list[int] | None = None) -> Imported | None:
     """One subscriber's rows as a profile table, validated with each problem on its row's line."""
     first_line, first = rows[0]
     email = (first.get("email") or "").strip()
     if email.lower() in seen:
-        report.problems.append(Problem(str(path), first_line, f"email {email} appears again: keep a subscriber's "
-                                                               "rows together"))
+        report.problems.append(Problem(str(path), first_line, f"email {shown(email)} appears again: keep a "
+                                                               "subscriber's rows together"))
         return None
     seen.add(email.lower())
+    if extra:  # refused whole: a profile cut short is not the one the operator wrote
+        count, line = extra
+        report.problems.append(Problem(str(path), line, f"email {shown(email)} has {len(rows) + count:,} rows; a "
+                                                        f"subscriber has at most {MAX_SUBSCRIBER_ROWS} (one an "
+                                                        f"interest, at most {MAX_INTERESTS})"))
+        return None
     data: dict[str, Any] = {"email": email or None}
     for key in ("name", "timezone", "send_at", "frequency"):
         value = next((r[key].strip() for _, r in rows if (r.get(key) or "").strip()), None)

@@ -34,6 +34,7 @@ from io import BytesIO
 from typing import Any
 from urllib.parse import quote
 
+from .addresses import header_address
 from .models import Newsletter, Rendered, Subscriber
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
@@ -270,7 +271,7 @@ def build_message(rendered: Rendered, subscriber: Subscriber, newsletter: Newsle
     """multipart/alternative (text first, HTML last) with every header a bulk sender needs."""
     msg = DigestMessage(policy=POLICY)
     msg["From"] = _address(newsletter.name, newsletter.from_address)
-    msg["To"] = _address(subscriber.name, subscriber.email)
+    msg["To"] = _address(subscriber.name, header_address(subscriber.email))  # ValueError: this digest fails
     if newsletter.reply_to:
         msg["Reply-To"] = newsletter.reply_to
     msg["Subject"] = ("[TEST] " if test else "") + one_line(rendered.subject)

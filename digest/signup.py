@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import available_timezones
 
 from . import catalogue
+from .addresses import is_email, mailbox_parts
 from .deliver import OutboxTransport, RetryPolicy, Transport, hand_over
 from .errors import DigestError
 from .mail import one_line
@@ -44,7 +45,7 @@ from .models import Interest, Subscriber
 from .sending import Composed, make_transport
 from .store.roster import profile_json, subscriber_of
 from .store.signups import SignupRecord, expiry
-from .subscribers import check_interest, is_email
+from .subscribers import check_interest
 from .tokens import BadToken
 from .topics import chosen
 
@@ -324,13 +325,13 @@ class Signups:
 
     def _send(self, kind: str, subscriber: Subscriber, context: dict[str, Any]) -> None:
         """Build and send the `kind` email (confirm, welcome); Refused 503 when it could not go."""
-        message = self.message(kind, subscriber, context)
         transport: Transport | None = None
         try:
+            message = self.message(kind, subscriber, context)  # ValueError: an address no header can carry
             transport = self._transport(kind)
             _, error = hand_over(transport, self.app.wire(message), subscriber.email, date.today(),
                                  RetryPolicy(attempts=2, delay=0.5, breaker=0))
-        except DigestError as exc:
+        except (DigestError, ValueError) as exc:
             error = exc
         finally:
             if transport is not None:
@@ -373,8 +374,9 @@ class Signups:
 
 
 def _recipient(subscriber: Subscriber) -> Address:
-    """The To address; a name that could pass for an address (or an encoded word) is left out."""
-    user, _, domain = subscriber.email.partition("@")
+    """The To address, built from the address's two parts; a name that could pass for an address (or an encoded
+    word) is left out."""
+    user, domain = mailbox_parts(subscriber.email)
     name = one_line(subscriber.name)
     if any(c in name for c in "@<>") or "=?" in name:
         name = ""
