@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .config import Config, load_config
 from .errors import ConfigError, DigestError, StoreError, UsageError
-from .logs import setup_logging
+from .logs import masked, setup_logging
 
 if TYPE_CHECKING:  # the commands import what they use when they run, so `digest --help` loads none of it
     from .pipeline import App
@@ -306,10 +306,7 @@ def _print_send(report: SendReport) -> int:
             print(f"would send {outcome.subscriber}: {outcome.reason}")
         elif outcome.status in ("failed", "deferred"):
             print(f"{outcome.status} {outcome.subscriber}: {outcome.reason}", file=sys.stderr)
-    if report.halted:
-        left = (f" ({report.not_attempted} more digests not attempted; the next run sends them)"
-                if report.not_attempted else "")
-        print(f"digest: error: {report.halted}{left}", file=sys.stderr)
+    _print_halted(report)
     empty = [o.subscriber for o in report.outcomes if o.status == "skipped" and "relevance floor" in o.reason]
     if empty:
         print(f"note: empty digests (nothing new above select.min_relevance), not sent: {', '.join(empty[:10])}"
@@ -317,6 +314,14 @@ def _print_send(report: SendReport) -> int:
               file=sys.stderr)
     print(report.summary())
     return EXIT_OK if report.ok and not report.invalid_profiles else EXIT_FAILED
+
+
+def _print_halted(report: SendReport) -> None:
+    """Why a send stopped before its end (a transport or store that can take no more), as one line."""
+    if report.halted:
+        left = (f" ({report.not_attempted} more digests not attempted; the next run sends them)"
+                if report.not_attempted else "")
+        print(f"digest: error: {report.halted}{left}", file=sys.stderr)
 
 
 def cmd_send_test(config: Config, args: argparse.Namespace) -> int:
@@ -370,6 +375,7 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
         for outcome in send.outcomes:
             if outcome.status == "failed":
                 print(f"failed {outcome.subscriber} ({send.day}): {outcome.reason}", file=sys.stderr)
+        _print_halted(send)
     for line in report.lines():
         print(line)
     return EXIT_FAILED if report.failed else EXIT_OK
@@ -602,8 +608,9 @@ def _database_errors() -> tuple[type[BaseException], ...]:
 
 
 def _one_line(text: str) -> str:
-    """A message on one line, however many the error held (a TOML parser's, a server's reply)."""
-    return " ".join(text.split("\n")).strip()
+    """A message on one line, however many the error held (a TOML parser's, a server's reply), with any password
+    in a URL masked."""
+    return masked(" ".join(text.split("\n")).strip())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -106,11 +106,13 @@ SETTINGS: tuple[Setting, ...] = (
             path=True),
     Setting("smtp", "verify_certificate", bool, True,
             "Check the server's certificate and host name. Only an explicit `false` turns this off."),
-    Setting("smtp", "timeout", (int, float), 30.0, "Seconds to wait for the server at each step.", minimum=0.1,
-            maximum=3600),
+    Setting("smtp", "timeout", (int, float), 30.0,
+            "Seconds to wait for the server at each step, but the reply to the end of a message: that one gets "
+            "RFC 5321's 10 minutes, within smtp.deadline.", minimum=0.1, maximum=3600),
     Setting("smtp", "deadline", (int, float), 120.0,
             "Seconds one message may take in all, from connecting to the server's last reply: a server that "
-            "stalls or answers a byte at a time is cut off (the try counts as a broken connection).",
+            "stalls or answers a byte at a time is cut off (the try counts as a broken connection). 600 or more "
+            "gives a server that scans each message before it answers RFC 5321's full 10 minutes.",
             minimum=1, maximum=86400),
     Setting("smtp", "max_per_second", (int, float), 0, "At most this many messages a second (0: no limit).",
             minimum=0),
@@ -364,7 +366,9 @@ def _database_problem(value: str) -> str | None:
     try:
         make_url(value)
     except (ArgumentError, ValueError) as exc:
-        return f"must be a database URL like sqlite:///digest.db or postgresql://host/db ({exc})"
+        # SQLAlchemy's reason quotes the part after the first '@', which may be the rest of a password
+        why = "a password holding @, : or / must be written %40, %3A, %2F" if "@" in value else exc
+        return f"must be a database URL like sqlite:///digest.db or postgresql://host/db ({why})"
     return None
 
 

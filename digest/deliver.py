@@ -9,6 +9,7 @@ flight may have reached the server: it goes out again with the same Message-ID.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import tempfile
@@ -27,6 +28,7 @@ from .errors import (
     TemporaryFailure,
     TransportUnavailable,
 )
+from .filemodes import close_to_others, make_folder
 from .journal import Entry, Journal
 from .store import Store
 from .store.engine import database_errors, explain
@@ -56,12 +58,19 @@ class Transport(Protocol):
 
 
 class OutboxTransport:
-    """Writes one `.eml` file per message under `<folder>/<date>/`, atomically."""
+    """Writes one `.eml` file per message under `<folder>/<date>/`, atomically, readable by its owner alone.
+
+    Folders it makes are 0700 and files 0600 (their names and contents are subscribers' addresses); a folder
+    it writes into that others can open is closed to them (`filemodes`). A file that cannot be written
+    because of its folder or disk (full, read-only, a file size limit) stops the run, as a failing store does:
+    every later message would fail the same way, and none of them is marked as sent.
+    """
 
     name = "outbox"
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
+        self._checked: set[Path] = set()  # folders already made or closed to others by this transport
 
     def path_for(self, recipient: str, day: date) -> Path:
         return self.folder / day.isoformat() / f"{safe_name(recipient)}.eml"
@@ -69,10 +78,22 @@ class OutboxTransport:
     def send(self, data: bytes, recipient: str, day: date) -> None:
         target = self.path_for(recipient, day)
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
+            self._private(target.parent)
             write_atomic(target, data)
         except OSError as exc:
-            raise DeliveryError(f"cannot write {target}: {exc.strerror or exc}") from exc
+            reason = f"cannot write {target}: {exc.strerror or exc}"
+            if exc.errno == errno.ENAMETOOLONG:  # this address alone: the others still fit
+                raise DeliveryError(reason) from exc
+            raise TransportUnavailable(f"{reason} (delivery.outbox: nothing more can be written there; "
+                                       "free space or fix the folder, and run again)", retry=False) from exc
+
+    def _private(self, folder: Path) -> None:
+        if folder in self._checked:
+            return
+        for existing in (self.folder, folder):
+            close_to_others(existing, "the outbox folder")
+        make_folder(folder)
+        self._checked.add(folder)
 
     def pace(self) -> None:
         pass

@@ -1,9 +1,13 @@
-"""DKIM private keys: read from PEM once, checked against the algorithm, signing a SHA-256 digest in OpenSSL."""
+"""DKIM private keys: read from PEM once (a key file only when no one else can read it), checked against the
+algorithm, signing a SHA-256 digest in OpenSSL."""
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from collections.abc import Callable
+from pathlib import Path
 
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric import ed25519, padding, rsa
@@ -12,6 +16,7 @@ from cryptography.hazmat.primitives.hashes import SHA256
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
 from .errors import ConfigError
+from .filemodes import OPEN_TO_OTHERS
 
 ALGORITHMS = ("rsa-sha256", "ed25519-sha256")
 MIN_RSA_BITS = 1024  # RFC 8301: verifiers must not accept smaller keys (2048 recommended)
@@ -43,6 +48,21 @@ class SigningKey:
     def sign(self, digest: bytes) -> bytes:
         """The signature of a SHA-256 `digest`."""
         return self._sign(digest)
+
+
+def read_key_file(path: Path, source: str) -> bytes:
+    """The PEM in a key file, refused (as ssh refuses a private key) when the file is ours and the group or
+    others have any permission on it: whoever can read it can sign mail as the domain."""
+    try:
+        with path.open("rb") as file:
+            st = os.fstat(file.fileno())
+            mode = stat.S_IMODE(st.st_mode)
+            if st.st_uid == os.geteuid() and mode & OPEN_TO_OTHERS:
+                raise ConfigError(f"{source} is open to other users (mode {mode:04o}); a private key must be "
+                                  f"yours alone: run `chmod 600 {path}`")
+            return file.read()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {source}: {exc.strerror}") from exc
 
 
 def load_signing_key(pem: bytes, algorithm: str, source: str, wanted_by: str = "") -> SigningKey:

@@ -5,9 +5,10 @@ read-only file, a lost PostgreSQL), re-sending it next run would be a duplicate.
 it here instead, stops at once, and the next run records it in the store before anything else.
 
 Each sending process has its own file, made at start at its full size (so writing a record needs no
-new disk space even when the disk has filled up meanwhile), in the folder beside the store. A record
-is one JSON line followed by the file's zero padding; a file without records belongs to a process
-that recorded everything in the store, and is removed once that process is gone.
+new disk space even when the disk has filled up meanwhile), in the folder beside the store, readable
+by its owner alone (0600: it names subscribers). A record is one JSON line followed by the file's
+zero padding; a file without records belongs to a process that recorded everything in the store,
+and is removed once that process is gone.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Protocol
 
 from .claims import Owner, dead
 from .errors import StoreError
+from .filemodes import open_private
 
 log = logging.getLogger("digest")
 
@@ -49,7 +51,7 @@ class Journal:
         self.path = folder / f"{PREFIX}{owner.id.replace('/', '+')}"
         self._offset = 0
         try:
-            with open(self.path, "wb") as handle:  # noqa: PTH123 (a plain file handle, written through)
+            with os.fdopen(open_private(self.path, os.O_WRONLY | os.O_TRUNC), "wb") as handle:  # written through
                 handle.write(b"\0" * SIZE)
                 handle.flush()
                 os.fsync(handle.fileno())

@@ -25,7 +25,7 @@ from typing import Any
 import dkim
 from dkim.canonicalization import CanonicalizationPolicy, Relaxed, correct_empty_body, strip_trailing_lines
 
-from .dkim_keys import SigningKey, load_signing_key
+from .dkim_keys import SigningKey, load_signing_key, read_key_file
 from .errors import ConfigError, DeliveryError
 
 # RFC 8058 requires List-Unsubscribe and List-Unsubscribe-Post to be signed for one-click
@@ -165,10 +165,7 @@ def _key(d: Any, prefix: str, algorithm: str, environ: Mapping[str, str]) -> Sig
     path, env = getattr(d, _attr(prefix, "key_file")), getattr(d, _attr(prefix, "key_env"))
     if path:
         source = f"{prefix}key_file {path}"
-        try:
-            pem = Path(path).read_bytes()
-        except OSError as exc:
-            raise ConfigError(f"cannot read {source}: {exc.strerror}") from exc
+        pem = read_key_file(Path(path), source)
     elif environ.get(env):
         source, pem = f"the environment variable {env} ({prefix}key_env)", environ[env].encode()
     else:

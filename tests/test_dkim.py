@@ -112,6 +112,7 @@ def test_key_file_signs_outbox_messages_too(make_config, keys, tmp_path):
     """A key read from dkim.key_file signs what the outbox writes, with dkim.domain as d=."""
     pem, txt = keys
     (tmp_path / "dkim.pem").write_bytes(pem)
+    (tmp_path / "dkim.pem").chmod(0o600)
     config = make_config(dkim={"selector": "mail", "domain": "digest.example.org", "key_file": "dkim.pem"})
     app = App(config)
     app.ingest([SEEDS], seen_on=DAY)
@@ -224,6 +225,7 @@ def test_ed25519_alone_verifies_with_dkimpy(smtp_app, ed_keys, monkeypatch):
 def test_dual_signing_adds_an_ed25519_signature_beside_rsa(make_config, keys, ed_keys, tmp_path, monkeypatch):
     """With dkim.ed25519_selector both signatures are added, RSA on top; each verifies, and a change breaks both."""
     (tmp_path / "ed.pem").write_bytes(ed_keys[0])
+    (tmp_path / "ed.pem").chmod(0o600)
     monkeypatch.setenv("DIGEST_DKIM_KEY", keys[0].decode())
     config = make_config(dkim={"selector": "mail", "domain": "digest.example.org", "ed25519_selector": "ed",
                                "ed25519_key_file": "ed.pem"})
@@ -246,6 +248,7 @@ def test_the_key_is_read_once_when_the_signer_is_made(make_config, keys, tmp_pat
     """Everything but the message is prepared up front: the key file can go once the signer exists."""
     pem, txt = keys
     (tmp_path / "dkim.pem").write_bytes(pem)
+    (tmp_path / "dkim.pem").chmod(0o600)
     config = make_config(dkim={"selector": "mail", "domain": "digest.example.org", "key_file": "dkim.pem"})
     sign = DkimSigner.from_config(config, {})
     (tmp_path / "dkim.pem").unlink()
@@ -281,6 +284,7 @@ def bad_key_files(keys, ed_keys, tmp_path: Path) -> dict[str, Path]:
     }
     for name, data in contents.items():
         (tmp_path / name).write_bytes(data)
+        (tmp_path / name).chmod(0o600)
     (tmp_path / "folder.pem").mkdir()
     return {name: tmp_path / name for name in [*contents, "folder.pem"]}
 

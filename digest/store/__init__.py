@@ -16,7 +16,7 @@ from ..errors import StoreError
 from . import schema
 from .bounces import BounceEvent, BounceStore, SoftPolicy
 from .claims import Claim, ClaimStore, Queue
-from .engine import explain, make_engine
+from .engine import explain, make_engine, shown
 from .feedback import FeedbackStore
 from .papers import PaperStore
 from .privacy import PrivacyStore, forgotten_key
@@ -47,7 +47,7 @@ class Store(PaperStore, SendLogStore, ClaimStore, RosterStore, RunStore, Feedbac
             schema.prepare(self.engine)
         except sa.exc.SQLAlchemyError as exc:
             self.engine.dispose()
-            raise StoreError(f"cannot open database {url}: {explain(exc)}") from exc
+            raise StoreError(f"cannot open database {shown(url)}: {explain(exc)}") from exc
         except StoreError:
             self.engine.dispose()
             raise

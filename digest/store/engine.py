@@ -20,6 +20,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from ..errors import StoreError
+from ..filemodes import close_to_others, create_file
+from ..logs import masked
 
 _POSTGRES_ALIASES = ("postgres://", "postgresql://")
 BUSY_TIMEOUT_MS = 30_000
@@ -34,15 +36,25 @@ def normalise_url(url: str) -> str:
     return url
 
 
+def shown(url: str) -> str:
+    """The URL as messages show it: its password, if it has one, as `***`."""
+    try:
+        return sa.engine.make_url(url).render_as_string(hide_password=True)
+    except (sa.exc.ArgumentError, ValueError):
+        return masked(url)
+
+
 def make_engine(url: str, *, durable: bool = False) -> Engine:
     """An engine for the URL; StoreError when the driver or the SQLite folder is missing.
 
-    `durable`: SQLite flushes every commit (synchronous=FULL) instead of at checkpoints."""
+    `durable`: SQLite flushes every commit (synchronous=FULL) instead of at checkpoints. A SQLite file is
+    made 0600 (SQLite gives its -wal and -shm files the same mode); one found open to others is closed."""
     url = normalise_url(url)
     if url.startswith("sqlite:///"):
         folder = Path(url.removeprefix("sqlite:///")).parent
         if str(folder) not in ("", ".") and not folder.exists():
             raise StoreError(f"database folder {folder} does not exist")
+        _keep_private(sa.engine.make_url(url).database)
     try:
         if url.startswith("sqlite"):
             engine = sa.create_engine(url)
@@ -52,10 +64,22 @@ def make_engine(url: str, *, durable: bool = False) -> Engine:
             engine = sa.create_engine(url, pool_pre_ping=True)
     except ModuleNotFoundError as exc:
         extra = " (pip install 'paper-digest[postgres]')" if url.startswith("postgresql") else ""
-        raise StoreError(f"cannot open database {url}: the driver {exc.name} is not installed{extra}") from exc
+        raise StoreError(f"cannot open database {shown(url)}: the driver {exc.name} is not installed{extra}") from exc
     except sa.exc.ArgumentError as exc:
-        raise StoreError(f"store.url {url!r} is not a database URL: {exc}") from exc
+        raise StoreError(f"store.url {shown(url)!r} is not a database URL: {masked(str(exc))}") from exc
     return engine
+
+
+def _keep_private(database: str | None) -> None:
+    """Make the SQLite file 0600 before SQLite makes it (with the umask's mode); close an existing one's files
+    to other users."""
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    path = Path(database)
+    if create_file(path):
+        return
+    for part in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        close_to_others(part, "the store's file")
 
 
 @contextmanager
@@ -156,7 +180,7 @@ _HINTS = (
 def explain(exc: BaseException) -> str:
     """A database failure as one line: the driver's message and what to do about it."""
     reason = getattr(exc, "orig", None) or exc
-    text = " ".join(str(reason).split()) or reason.__class__.__name__
+    text = masked(" ".join(str(reason).split())) or reason.__class__.__name__
     low = text.lower()
     for needles, hint in _HINTS:
         if any(needle in low for needle in needles):

@@ -159,16 +159,14 @@ class SendLogStore(Base):
         """After a failed mark: this thread's connection rolled back and closed (the next mark opens another)."""
         conn = self.__dict__.get("_marks", {}).pop((os.getpid(), threading.get_ident()), None)
         if conn is not None:
-            with contextlib.suppress(Exception):  # a broken connection: the mark's own error is the one to tell
-                conn.rollback()
-            conn.close()
+            _discard(conn)
 
     def release_marks_connections(self) -> None:
         """Give back every connection `mark_sent` keeps in this process. One inherited from a parent process
         is only forgotten: closing it would close the parent's."""
         for (pid, _thread), conn in self.__dict__.pop("_marks", {}).items():
             if pid == os.getpid():
-                conn.close()
+                _discard(conn)
 
     def mark_failed(self, subscriber: str, day: date, detail: str, owner: str | None = None) -> None:
         with self.write(serial=False) as conn:
@@ -296,3 +294,12 @@ class SendLogStore(Base):
                     updated_at=_now(), **changes))
             else:
                 conn.execute(preferences.insert().values(email=key, updated_at=_now(), **changes))
+
+
+def _discard(conn: Any) -> None:
+    """Close a marks connection (an open transaction is rolled back with it) without the pool's own rollback:
+    on a connection PostgreSQL dropped (a restart) that rollback fails and the pool logs its traceback."""
+    driver = conn.driver_connection
+    conn.invalidate()
+    with contextlib.suppress(Exception):  # a broken connection: the mark's own error is the one to tell
+        driver.close()
