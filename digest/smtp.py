@@ -30,6 +30,7 @@ from .returnpath import tagged_sender
 
 log = logging.getLogger("digest")
 
+FINAL_REPLY_WAIT = 600.0  # seconds, RFC 5321 §4.5.3.2.6: the wait for the reply to the end of DATA
 # An RFC 3463 enhanced status code at the start of a reply: class.subject.detail.
 _ENHANCED = re.compile(rb"^\s*([245])\.(\d{1,3})\.(\d{1,3})\b")
 
@@ -341,9 +342,12 @@ class SmtpTransport:
             stage = "RCPT TO"
             self._check(conn, stage, *conn.rcpt(recipient))
             stage = "DATA"
-            self._check(conn, stage, *conn.data(data))
-        except smtplib.SMTPDataError as exc:  # the DATA command itself was answered with other than 354
-            self._check(conn, stage, exc.smtp_code, exc.smtp_error)
+            conn.putcmd("data")
+            code, reply = conn.getreply()
+            if code != 354:  # refused (or answered oddly): judged as smtplib's `data` would have it judged
+                return self._check(conn, stage, code, reply)
+            conn.send(dot_stuffed(data))
+            self._check(conn, stage, *self._final_reply(conn))
         except (smtplib.SMTPServerDisconnected, OSError) as exc:
             self._lost(stage, exc)
 
@@ -370,9 +374,24 @@ class SmtpTransport:
             if replies[2][0] != 354:
                 self._check(conn, stage, *replies[2])
             conn.send(dot_stuffed(data))
-            self._check(conn, stage, *conn.getreply())
+            self._check(conn, stage, *self._final_reply(conn))
         except (smtplib.SMTPServerDisconnected, OSError) as exc:
             self._lost(stage, exc)
+
+    def _final_reply(self, conn: smtplib.SMTP) -> tuple[int, bytes]:
+        """The reply to the end of the message, awaited up to RFC 5321's 10 minutes (§4.5.3.2.6) rather than
+        `smtp.timeout`: a server may scan the message before it answers, and a client that gives up sooner
+        leaves a message the server may well have taken, which the next try sends again. `smtp.deadline`
+        (the watchdog) still bounds the whole message."""
+        sock = conn.sock
+        if sock is not None:
+            sock.settimeout(max(self.settings.timeout, FINAL_REPLY_WAIT))
+        try:
+            return conn.getreply()
+        finally:
+            if sock is not None and conn.sock is sock:
+                with contextlib.suppress(OSError):
+                    sock.settimeout(self.settings.timeout)
 
     def _lost(self, stage: str, exc: Exception) -> None:
         self._drop()

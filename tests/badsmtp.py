@@ -14,13 +14,16 @@ from collections.abc import Iterator
 
 
 class BadServer:
-    """`mode`: "drip" (the greeting a byte every `drip` seconds, for ever), or "stall-<stage>" with stage
-    rcpt or data (everything answered until that stage, which is never answered)."""
+    """`mode`: "drip" (the greeting a byte every `drip` seconds, for ever), "stall-<stage>" with stage
+    rcpt or data (everything answered until that stage, which is never answered), or "slow-data" (the end
+    of each message answered 250 after `delay` seconds, as a server scanning it does)."""
 
-    def __init__(self, mode: str, *, drip: float = 0.3) -> None:
-        self.mode, self.drip = mode, drip
+    def __init__(self, mode: str, *, drip: float = 0.3, delay: float = 0, pipelining: bool = False) -> None:
+        self.mode, self.drip, self.delay = mode, drip, delay
+        self.extensions = b"250-PIPELINING\r\n250 8BITMIME\r\n" if pipelining else b"250 8BITMIME\r\n"
         self.connections = 0
-        self.accepted = 0  # messages answered 250 after DATA (never, in these modes)
+        self.accepted = 0  # messages answered 250 after DATA (only in slow-data mode)
+        self.recipients: list[str] = []  # RCPT TO of each message accepted
         self._closing = threading.Event()
         self._socks: list[socket.socket] = []
         self.listener = socket.create_server(("127.0.0.1", 0))
@@ -49,7 +52,7 @@ class BadServer:
                 return
             conn.sendall(b"220 bad.example ESMTP\r\n")
             reader = conn.makefile("rb")
-            in_data = False
+            in_data, rcpt = False, ""
             for line in reader:
                 if in_data:
                     if line == b".\r\n":
@@ -57,14 +60,21 @@ class BadServer:
                         if self.mode == "stall-data":
                             self._closing.wait()
                             return
+                        if self._closing.wait(self.delay):
+                            return
+                        self.accepted += 1  # taken, whether or not the client is still there to hear it
+                        self.recipients.append(rcpt)
                         conn.sendall(b"250 queued\r\n")
                     continue
                 verb = line[:4].upper()
                 if verb == b"EHLO":
-                    conn.sendall(b"250-bad.example\r\n250 8BITMIME\r\n")
+                    conn.sendall(b"250-bad.example\r\n" + self.extensions)
                 elif verb == b"RCPT" and self.mode == "stall-rcpt":
                     self._closing.wait()
                     return
+                elif verb == b"RCPT":
+                    rcpt = line[8:].strip().strip(b"<>").decode()
+                    conn.sendall(b"250 ok\r\n")
                 elif verb == b"DATA":
                     in_data = True
                     conn.sendall(b"354 go ahead\r\n")
@@ -83,7 +93,7 @@ class BadServer:
 
 
 @contextlib.contextmanager
-def bad_smtp(mode: str, **options: float) -> Iterator[BadServer]:
+def bad_smtp(mode: str, **options: float | bool) -> Iterator[BadServer]:
     server = BadServer(mode, **options)
     thread = threading.Thread(target=server.serve, daemon=True)
     thread.start()

@@ -12,6 +12,7 @@ from digest.errors import ConfigError
 from digest.mail import message_id
 from digest.smtp import Pacer, SmtpSettings, SmtpTransport
 
+from .badsmtp import bad_smtp
 from .conftest import DAY
 from .smtpd import Recorder, make_tls, smtp_server
 
@@ -225,3 +226,16 @@ def test_a_refused_sender_is_reported_at_mail_from_when_pipelining():
             transport.send(b"Subject: x\r\n\r\nhi\r\n", "a@example.org", date(2000, 1, 1))
         transport.close()
     assert server.messages == []
+
+
+@pytest.mark.parametrize("pipelining", [False, True])
+def test_a_server_that_answers_the_end_of_data_after_the_timeout_gets_the_digest_once(smtp_app, pipelining):
+    """The reply to the end of the message may take up to 10 minutes (RFC 5321 §4.5.3.2.6), within smtp.deadline,
+    not smtp.timeout: a server that answers it 1 s after the timeout (it scans what it took) gets the digest once,
+    recorded as sent, instead of once per try."""
+    with bad_smtp("slow-data", delay=1.5, pipelining=pipelining) as server:
+        app = smtp_app(server.port, smtp={"timeout": 0.5, "deadline": 10})
+        report = app.send(DAY, only="ada@example.org")
+    assert server.recipients == ["ada@example.org"]
+    assert report.count("sent") == 1 and report.ok and report.retried == 0
+    assert [(r.subscriber, r.status) for r in app.store.deliveries_on(DAY)] == [("ada@example.org", "sent")]
