@@ -11,6 +11,7 @@ known Host (see `guard`).
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import sys
@@ -26,6 +27,16 @@ from ..pipeline import App
 from . import guard, operator, public, signup
 from .common import CSP
 from .guard import is_loopback
+
+log = logging.getLogger("digest")
+
+# Connections (waitress' own defaults in brackets). Reading a request never holds a worker thread (waitress
+# reads in its event loop and hands over whole requests), so what idle and slow clients use up is connections:
+CONNECTION_LIMIT = 1000  # open at once; past it new ones wait in the backlog [100: 100 idle sockets shut out all]
+CHANNEL_TIMEOUT = 30  # seconds a connection may send nothing before it is closed [120]
+CLEANUP_INTERVAL = 5  # seconds between looks for such connections [30]
+MAX_HEADER_BYTES = 64 * 1024  # a request's headers; more: 431 [256 KiB]
+MAX_BODY_BYTES = 64 * 1024  # a request's body (the forms are a few hundred bytes); more: 413 [1 GiB]
 
 SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
@@ -50,6 +61,7 @@ def create_app(app: App, *, operator_password: str | None, bind: str = "127.0.0.
     web.config["OPERATOR_OPEN_OK"] = is_loopback(bind)
     web.config["CSRF_KEY"] = secrets.token_bytes(32)  # operator forms' tokens: good until the server restarts
     web.config["LINK_DAYS"] = app.config.web.link_days
+    web.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES  # also under a server other than `make_server`'s: 413
     web.config["LEGACY_SINCE"] = app.store.first_day("dated_link_tokens", date.today())
     guard.install(web, guard.allowed_hosts(app.newsletter.base_url, bind), app.newsletter.base_url)
     base = urlsplit(app.newsletter.base_url).path.rstrip("/")
@@ -102,11 +114,32 @@ def operator_password(app: App, host: str, password_env: str) -> str | None:
     return os.environ.get(password_env) or secrets.token_urlsafe(18)
 
 
-def make_server(web: Flask, host: str, port: int, *, threads: int = 4) -> Any:
+def make_server(web: Flask, host: str, port: int, *, threads: int = 4, channel_timeout: float = CHANNEL_TIMEOUT,
+                cleanup_interval: float = CLEANUP_INTERVAL) -> Any:
     """A waitress server for `web` (not yet running); port 0 picks a free one."""
     from waitress.server import create_server
 
     # Keep proxy headers visible to the app: a request that came through a proxy must not pass
     # for a local one on the operator pages (waitress strips untrusted ones by default).
     return create_server(web, host=host, port=port, threads=threads, ident="paper-digest",
-                         clear_untrusted_proxy_headers=False)
+                         clear_untrusted_proxy_headers=False, connection_limit=_connection_limit(),
+                         channel_timeout=channel_timeout, cleanup_interval=cleanup_interval,
+                         asyncore_use_poll=True,  # select() stops at file descriptor 1024
+                         max_request_header_size=MAX_HEADER_BYTES, max_request_body_size=MAX_BODY_BYTES)
+
+
+def _connection_limit() -> int:
+    """CONNECTION_LIMIT, with the process's open-file limit raised to fit it where the hard limit allows (a
+    Debian session starts at 1,024); else as many connections as fit, with a warning."""
+    import resource
+
+    wanted = CONNECTION_LIMIT + 100  # the store, the templates, the logs, the listening socket
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        raised = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+        soft = raised
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        log.warning("serving at most %d connections at once: the open-file limit is %d (ulimit -n)", soft - 100, soft)
+        return max(10, soft - 100)
+    return CONNECTION_LIMIT
