@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sqlite3
 import tomllib
 from datetime import date
@@ -253,8 +254,8 @@ def site(tmp_path_factory) -> Any:
     """One store with the seeds and example subscribers, and the web app over it (shared by the examples)."""
     os.environ.setdefault("DIGEST_SECRET", "fuzz-secret")
     base = tmp_path_factory.mktemp("site")
-    config = build_config({"store": {"url": "sqlite:///digest.db"}, "subscribers": {"dir": str(SUBSCRIBERS)}},
-                          base=base)
+    config = build_config({"store": {"url": "sqlite:///digest.db"}, "subscribers": {"dir": str(SUBSCRIBERS)},
+                           "signup": {"per_ip_hour": 1_000_000, "per_address_day": 1000}}, base=base)
     app = App(config)
     app.ingest([SEEDS], seen_on=SEEN)
     app.sync()
@@ -336,6 +337,144 @@ def test_ingesting_random_files_never_damages_the_store(site, tmp_path_factory, 
         assert not (old.listed_on and paper.listed_on and paper.listed_on < old.listed_on)
         assert not (old.published and paper.published and paper.published > old.published)
         assert REPLACEMENT not in paper.title + paper.abstract or REPLACEMENT in old.title + old.abstract
+
+
+# -- link tokens and the signup form ----------------------------------------------------------------------------
+
+STATE = ("papers", "feedback", "suppressions", "preferences", "deliveries", "signups", "consents", "subscribers")
+B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+
+def state(db: Path) -> list[list[tuple]]:
+    """Everything a link or a form could change: who is subscribed, suppressed, paused, signed up, and why."""
+    with sqlite3.connect(db) as conn:
+        return [conn.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall() for table in STATE]  # noqa: S608
+
+
+def _decoded(token: str) -> bytes | None:
+    """The bytes a token stands for, decoded as leniently as `Signer.check` decodes it (None: not base64)."""
+    import base64
+    import binascii
+
+    try:
+        return base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    except (binascii.Error, ValueError):
+        return None
+
+
+def mutants(token: str) -> st.SearchStrategy[str]:
+    """`token` cut short, with one character changed, with characters added, or two tokens spliced."""
+    return st.one_of(
+        st.integers(1, len(token) - 1).map(lambda k: token[:k]),  # (an empty one is no token: another route)
+        st.tuples(st.integers(0, len(token) - 1), st.sampled_from(B64)).map(
+            lambda change: token[:change[0]] + change[1] + token[change[0] + 1:]),
+        st.text(B64, min_size=1, max_size=8).map(lambda extra: token + extra),
+        st.integers(1, len(token) - 1).map(lambda k: token[k:] + token[:k]),
+        st.sampled_from([".", "..", "%2e", "=" * 4, token.upper(), token + "." + token]))
+
+
+# every request a token opens, with the form that would change something were the token good
+TOKEN_REQUESTS = [
+    ("unsubscribe", "POST", "/unsubscribe/{t}", {"List-Unsubscribe": "One-Click"}),
+    ("unsubscribe", "GET", "/unsubscribe/{t}", {}),
+    ("preferences", "POST", "/preferences/{t}", {"do": "pause", "days": "7"}),
+    ("preferences", "POST", "/preferences/{t}", {"do": "frequency", "frequency": "weekdays"}),
+    ("preferences", "POST", "/preferences/{t}/forget", {}),
+    ("preferences", "GET", "/preferences/{t}", {}),
+    ("feedback", "POST", "/feedback/{t}/1/more", {}),
+    ("view", "GET", "/view/{t}", {}),
+]
+
+
+@cases("link tokens cut short, altered, extended or spliced", 250)
+@given(st.sampled_from(TOKEN_REQUESTS), st.data())
+def test_an_altered_link_token_gets_400_and_changes_nothing(site, request_, data):
+    """A real link's token changed in any way that changes what it decodes to (a character, its length, two
+    spliced, another action's): 400 on every route and method, never a 5xx, and nothing in the store changes."""
+    app, client, db = site
+    action, method, path, form = request_
+    real = app.signer.make(action, "ada@example.org", date.today())
+    token = data.draw(mutants(real))
+    if _decoded(token) == _decoded(real) and "." not in token:
+        return  # the same bytes written another way (base64's spare bits): not an alteration
+    before = state(db)
+    response = client.open(path.format(t=token), method=method, data=form)
+    assert response.status_code in (400, 404, 405), (path, token, response.status_code)
+    assert state(db) == before
+
+
+@cases("one action's token used for another", 60)
+@given(st.sampled_from(TOKEN_REQUESTS), st.sampled_from(["unsubscribe", "preferences", "feedback", "view"]),
+       st.sampled_from(["ada@example.org", "grace@example.org", "nobody@example.org"]))
+def test_a_token_made_for_another_action_is_refused(site, request_, other, email):
+    """A valid token of one action on another action's route: 400, nothing changes."""
+    app, client, db = site
+    action, method, path, form = request_
+    if other == action:
+        return
+    before = state(db)
+    response = client.open(path.format(t=app.signer.make(other, email, date.today())), method=method, data=form)
+    assert response.status_code == 400 and state(db) == before
+
+
+FIELD = st.one_of(st.text(max_size=40), st.text(st.characters(blacklist_categories=("Cs",)), max_size=300),
+                  st.sampled_from(["", " ", "\r\n", "\x00", "x" * 5000, "=?utf-8?b?YUBiLmM=?=", "<a@b.c>",
+                                   "a@b.c, d@e.f", "Ada <ada@example.org>", "ada@example.org\r\nBcc: x@y.z",
+                                   "../../etc/passwd"]))
+EMAILS = st.one_of(st.emails().map(str), FIELD, st.builds(lambda local, host: f"{local}@{host}", FIELD, FIELD))
+
+
+@cases("signup forms with hostile values", 120)
+@given(st.fixed_dictionaries(
+    {"email": EMAILS},
+    optional={"name": FIELD, "interests": FIELD,
+              "timezone": st.one_of(FIELD, st.sampled_from(["UTC", "Europe/London"])),
+              "frequency": st.one_of(FIELD, st.sampled_from(["daily", "weekdays", "weekly:mon"])),
+              "topics": st.lists(FIELD, max_size=4), "website": st.sampled_from(["", "http://bot.example"]),
+              "csrf": st.sampled_from(["", "0" * 40, "good"])}))
+def test_signup_forms_with_hostile_values_never_fail(site, form):
+    """Any form: the "check your inbox" page (200), a page saying what is wrong (422), an expired form (403) or a
+    rate limit (429), never a 5xx; nothing but the signup itself is stored, and a refused form stores nothing."""
+    _app, client, db = site
+    page = client.get("/subscribe")
+    assert page.status_code == 200
+    if form.get("csrf", "good") == "good":
+        form["csrf"] = re.search(r'name="csrf" value="([^"]+)"', page.get_data(as_text=True)).group(1)
+    before = state(db)
+    response = client.post("/subscribe", data=form)
+    assert response.status_code in (200, 403, 422, 429), response.status_code
+    after = state(db)
+    unchanged = [table for table, old, new in zip(STATE, before, after, strict=True) if old == new]
+    assert set(STATE) - set(unchanged) <= {"signups"}
+    if response.status_code != 200:
+        assert after == before
+
+
+@cases("confirmation links cut short, altered, extended or spliced", 60)
+@given(st.data())
+def test_an_altered_confirmation_link_confirms_nobody(site, confirm_token, data):
+    """A real confirmation link's token altered: 400 (GET and POST), never a 5xx; no subscriber, no consent."""
+    _app, client, db = site
+    token = data.draw(mutants(confirm_token))
+    if _decoded(token) == _decoded(confirm_token):
+        return
+    before = state(db)
+    for method in ("GET", "POST"):
+        response = client.open(f"/confirm/{token}", method=method)
+        assert response.status_code in (400, 405), (token, response.status_code)
+    assert state(db) == before
+
+
+@pytest.fixture(scope="module")
+def confirm_token(site) -> str:
+    """The token of a real confirmation email (a signup through the form, read from the outbox)."""
+    app, client, _db = site
+    page = client.get("/subscribe").get_data(as_text=True)
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)
+    form = {"email": "fuzz-confirm@example.org", "timezone": "UTC", "frequency": "daily", "csrf": csrf}
+    assert client.post("/subscribe", data=form).status_code == 200
+    [mail] = Path(app.config.delivery.outbox).glob("confirm/*/fuzz-confirm@example.org.eml")
+    return re.search(r"/confirm/([A-Za-z0-9_-]+)", mail.read_text()).group(1)
 
 
 def test_the_suite_runs_at_least_ten_thousand_cases():
