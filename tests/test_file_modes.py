@@ -193,3 +193,14 @@ def test_a_full_outbox_disk_stops_the_run_with_one_line_and_the_next_run_sends_t
         app.close()
     again = Counter(p.stem for p in (outbox / DAY.isoformat()).glob("*.eml"))
     assert report.ok and set(again) == DUE - written and set(again.values()) == {1}
+
+
+def test_a_store_that_cannot_be_made_is_one_line(tmp_path: Path, capsys):
+    """store.url under a regular file: the store file cannot be made, and the command says so in one line."""
+    from digest.cli import main
+
+    (tmp_path / "file").write_text("not a folder")
+    (tmp_path / "digest.toml").write_text(f'[store]\nurl = "sqlite:///{tmp_path / "file" / "digest.db"}"\n')
+    assert main(["--config", str(tmp_path / "digest.toml"), "status"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("digest: error: ") and err.count("\n") == 1 and "cannot be opened" in err, err

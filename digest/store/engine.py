@@ -76,7 +76,10 @@ def _keep_private(database: str | None) -> None:
     if not database or database == ":memory:" or database.startswith("file:"):
         return
     path = Path(database)
-    if create_file(path):
+    try:
+        if create_file(path):
+            return
+    except OSError:  # a folder this user cannot write in: SQLite says so, with the hint for it (`explain`)
         return
     for part in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
         close_to_others(part, "the store's file")
