@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -391,7 +392,9 @@ def test_the_store_never_lets_text_that_is_not_text_replace_clean_text():
 
 # -- the regression examples of the fuzz tests below, and the fuzz tests --------------------------------------
 
-FUZZ = settings(max_examples=60, deadline=None, derandomize=True, database=None,
+# 60 examples a format in CI; DIGEST_FUZZ_SCALE=30 tries 1,800 (as tests/test_fuzz.py), EXPLORE=1 new ones each run
+FUZZ = settings(max_examples=int(60 * float(os.environ.get("DIGEST_FUZZ_SCALE", "1"))), deadline=None,
+                derandomize=not os.environ.get("EXPLORE"), database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 RAW = "\u0001RAW{}\u0001"  # a placeholder string replaced by raw JSON (a deep nest, a long number) after dumping
 HOSTILE_TEXT = st.one_of(

@@ -82,8 +82,8 @@ def parse_file(path: Path, *, seen_on: date) -> ParseResult:
     a line (up to jsonl.MAX_RECORD_BYTES) and the papers read, never the file. Any other such file is refused.
     """
     source = str(path)
-    with _open(path) as (stream, unzip):
-        head = unzip(stream.read, MAX_DOCUMENT_BYTES + 1)
+    with _open(path) as (stream, safely):
+        head = safely(stream.read, MAX_DOCUMENT_BYTES + 1)
         if len(head) <= MAX_DOCUMENT_BYTES:
             return parse_bytes(head, source, seen_on=seen_on)
         if detect_format(head[:_HEAD_BYTES].decode("utf-8", "ignore"), source) != JSONL:
@@ -92,7 +92,7 @@ def parse_file(path: Path, *, seen_on: date) -> ParseResult:
         del head
         stream.seek(0)
         reading = Reading(source)
-        return _guarded(lambda: jsonl.parse_lines(_lines(stream, unzip, reading), reading, seen_on=seen_on), source)
+        return _guarded(lambda: jsonl.parse_lines(_lines(stream, safely, reading), reading, seen_on=seen_on), source)
 
 
 def parse_text(text: str, source: str, *, seen_on: date) -> ParseResult:
@@ -161,7 +161,7 @@ def _decode(data: bytes, source: str) -> tuple[str, list[RecordError]]:
         except UnicodeDecodeError as error:
             errors.append(RecordError(source, number, _not_utf8(raw, error)))
             lines.append(raw.decode("utf-8", errors="replace"))
-            if len(errors) >= MAX_REFUSED and len(errors) * 2 > number:
+            if len(errors) > MAX_REFUSED and len(errors) * 2 > number:
                 raise SourceError(source, f"over {MAX_REFUSED:,} lines are not valid UTF-8, most of those read (the "
                                           f"first: line {errors[0].line}): is it in another encoding? nothing from "
                                           "it was stored") from None
@@ -173,14 +173,14 @@ def _not_utf8(raw: bytes, error: UnicodeDecodeError) -> str:
             "is skipped")
 
 
-Unzip = Callable[[Callable[[int], bytes], int], bytes]
+Reader = Callable[[Callable[[int], bytes], int], bytes]  # read(stream.read, size), failures as SourceError
 
 
 @contextmanager
-def _open(path: Path) -> Iterator[tuple[BinaryIO, Unzip]]:
+def _open(path: Path) -> Iterator[tuple[BinaryIO, Reader]]:
     """The file's bytes as a stream (gunzipped when they are gzip, whatever the extension says), and the way to
     read from it that turns a read failure into a SourceError naming the file."""
-    def unzip(read: Callable[[int], bytes], size: int) -> bytes:
+    def safely(read: Callable[[int], bytes], size: int) -> bytes:
         try:
             return read(size)
         except (OSError, EOFError, zlib.error) as error:
@@ -194,36 +194,36 @@ def _open(path: Path) -> Iterator[tuple[BinaryIO, Unzip]]:
     except OSError as error:
         raise SourceError(str(path), f"cannot read: {error.strerror or error}") from error
     with raw:
-        gzipped = unzip(raw.read, 2) == _GZIP_MAGIC
+        gzipped = safely(raw.read, 2) == _GZIP_MAGIC
         raw.seek(0)
         if not gzipped:
-            yield raw, unzip
+            yield raw, safely
             return
         with gzip.GzipFile(fileobj=raw) as stream:
-            yield stream, unzip  # type: ignore[misc]
+            yield stream, safely
 
 
-def _lines(stream: BinaryIO, unzip: Unzip, reading: Reading) -> Iterator[tuple[int, str]]:
+def _lines(stream: BinaryIO, safely: Reader, reading: Reading) -> Iterator[tuple[int, str]]:
     """Each line of a large JSONL file, decoded and numbered; a line over jsonl.MAX_RECORD_BYTES or not UTF-8 is
     refused in `reading` instead."""
     for number in itertools.count(1):
-        raw = unzip(stream.readline, jsonl.MAX_RECORD_BYTES + 1)
+        raw = safely(stream.readline, jsonl.MAX_RECORD_BYTES + 1)
         if not raw:
             return
-        line = _line(raw, number, stream, unzip, reading)
+        line = _line(raw, number, stream, safely, reading)
         if line is not None:
             yield number, line
         elif reading.swamped(number):
             return
 
 
-def _line(raw: bytes, number: int, stream: BinaryIO, unzip: Unzip, reading: Reading) -> str | None:
+def _line(raw: bytes, number: int, stream: BinaryIO, safely: Reader, reading: Reading) -> str | None:
     """The text of line `number` (`raw`, its first MAX_RECORD_BYTES + 1 bytes at most), or None once refused; the
     rest of a line too long is read a chunk at a time and dropped, never held whole."""
     if len(raw) > jsonl.MAX_RECORD_BYTES and not raw.endswith(b"\n"):
         size = len(raw)
         while raw and not raw.endswith(b"\n"):
-            raw = unzip(stream.readline, _CHUNK)
+            raw = safely(stream.readline, _CHUNK)
             size += len(raw)
         reading.refuse(number, jsonl.record_too_long(size - raw.endswith(b"\n")))
         return None
