@@ -84,8 +84,8 @@ class Reading:
         self.errors.append(RecordError(self.source, line, reason))
 
     def swamped(self, line: int | None) -> bool:
-        """Whether to stop reading (MAX_REFUSED refused, more than read); says so in one more error when it is."""
-        if len(self.errors) < MAX_REFUSED or len(self.errors) <= len(self.papers):
+        """Whether to stop reading (over MAX_REFUSED refused, more than read); says so in one more error when it is."""
+        if len(self.errors) <= MAX_REFUSED or len(self.errors) <= len(self.papers):
             return False
         self.refuse(line, f"over {MAX_REFUSED:,} records refused and more refused than read: the rest is not read")
         return True
