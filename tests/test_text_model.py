@@ -94,6 +94,24 @@ def test_a_profile_is_stored_as_it_is_used():
         vectors.DenseProfile.from_bytes(b"text    " + b"\x00" * 20)
 
 
+def test_more_interests_than_memory_keeps_are_all_answered(tmp_path, monkeypatch):
+    """A send asks for more interests than the in-memory profiles may hold: every one is answered (from memory,
+    the store or made now), and memory stays within its bound (the oldest forgotten, read from the store again)."""
+    from digest.models import Interest
+    from digest.select import dense
+    from digest.store import Store
+
+    monkeypatch.setattr(dense, "MEMO_PROFILES", 3)
+    embedder = dense.DenseEmbedder(Store(f"sqlite:///{tmp_path}/d.db"))
+    interests = [Interest(f"t{n}", (f"topic number {n}",)) for n in range(6)]
+    first = embedder.interests(interests[:2])  # two in memory, then asked with four others
+    found = embedder.interests(interests)
+    assert [v.text is not None for v in found] == [True] * 6 and len(embedder._profiles) <= 3  # noqa: SLF001
+    assert found[0].text is first[0].text and found[1].text is first[1].text
+    again = dense.DenseEmbedder(embedder.store).interests(interests)  # every profile was kept in the store
+    assert all(np.array_equal(a.text.weights, b.text.weights) for a, b in zip(found, again, strict=True))
+
+
 def test_exact_products_do_not_depend_on_the_batch():
     """`exact_dot` of a row with the papers is the same to the last bit alone and inside any batch of rows."""
     rng = np.random.default_rng(0)

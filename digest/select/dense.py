@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -138,23 +138,24 @@ class DenseEmbedder:
         `seeds`: the papers an interest's `seed_papers` name (as the store found them); without it the
         store is asked.
         """
-        texts = [interest_text(i) for i in interests if i.has_text]
-        wanted = [t for t in dict.fromkeys(texts) if text_key(t) not in self._profiles]
-        self._load(text_key(t) for t in wanted)
-        todo = [t for t in wanted if text_key(t) not in self._profiles]
+        texts = [interest_text(i) if i.has_text else None for i in interests]
+        keys = {t: text_key(t) for t in dict.fromkeys(texts) if t is not None}
+        found = {key: self._profiles[key] for key in keys.values() if key in self._profiles}
+        found.update(self._read([key for key in keys.values() if key not in found]))
+        todo = [t for t, key in keys.items() if key not in found]
         if todo:
             from threadpoolctl import threadpool_limits
 
             vectors = self.texts(todo)
             with threadpool_limits(limits=1, user_api="blas"):  # small products: threads would only spin
-                made = [text_profile(vector) for vector in vectors]
-            for text, profile in zip(todo, made, strict=True):
-                self._keep(text_key(text), profile)
+                made = {keys[t]: text_profile(vector) for t, vector in zip(todo, vectors, strict=True)}
+            self._save(made)
+            found.update(made)
+        self._remember(found)  # (after this call's profiles are all in hand: remembering evicts the oldest)
         out = []
-        for interest in interests:
-            text = self._profiles[text_key(interest_text(interest))] if interest.has_text else None
+        for interest, words in zip(interests, texts, strict=True):
             library, titles = self._library(interest, seeds) if interest.has_library else (None, ())
-            out.append(InterestVectors(text, library, titles))
+            out.append(InterestVectors(found[keys[words]] if words is not None else None, library, titles))
         return out
 
     def _library(self, interest: Interest, seeds: Callable[[Interest], Sequence[Paper]] | None,
@@ -165,8 +166,8 @@ class DenseEmbedder:
         digest = hashlib.sha256("\x00".join(f"{key}\x01{text}" for key, text, _ in papers).encode(
             "utf-8", "surrogatepass")).hexdigest()[:40]
         key = library_key(digest)
-        self._load([key])
-        if key not in self._profiles:
+        profile = self._profiles.get(key) or self._read([key]).get(key)
+        if profile is None:
             stored = [p for _, _, p in papers if p is not None]
             vectors = np.zeros((len(papers), DIM), dtype=np.float32)
             if stored:
@@ -176,8 +177,10 @@ class DenseEmbedder:
             others = [n for n, (_, _, p) in enumerate(papers) if p is None]
             if others:
                 vectors[others] = self.texts([papers[n][1] for n in others])
-            self._keep(key, library_profile(vectors))
-        return self._profiles[key], tuple(text.split(". ", 1)[0] for _, text, _ in papers)
+            profile = library_profile(vectors)
+            self._save({key: profile})
+        self._remember({key: profile})
+        return profile, tuple(text.split(". ", 1)[0] for _, text, _ in papers)
 
     def library_papers(self, interest: Interest, seeds: Callable[[Interest], Sequence[Paper]] | None = None,
                        ) -> list[tuple[str, str, Paper | None]]:
@@ -216,21 +219,29 @@ class DenseEmbedder:
                 out.append(Paper(title=ref, abstract=""))
         return out
 
-    def _load(self, keys: Iterable[str]) -> None:
-        """Read into memory the stored profiles of these keys that are not there yet."""
-        if self.store is None:
-            return
-        wanted = [key for key in dict.fromkeys(keys) if key not in self._profiles]
-        for key, saved in self.store.get_caches(wanted).items() if wanted else ():
+    def _read(self, keys: Sequence[str]) -> dict[str, DenseProfile]:
+        """The stored profiles of these keys (those the store has and that can be read)."""
+        out: dict[str, DenseProfile] = {}
+        if self.store is None or not keys:
+            return out
+        for key, saved in self.store.get_caches(list(keys)).items():
             try:
-                self._profiles[key] = DenseProfile.from_bytes(saved)
+                out[key] = DenseProfile.from_bytes(saved)
             except (ValueError, KeyError, OSError) as exc:  # made again, and kept again
                 log.warning("an interest's stored profile could not be read (%s); making it again", exc)
+        return out
 
-    def _keep(self, key: str, profile: DenseProfile) -> None:
-        self._profiles[key] = profile
+    def _save(self, profiles: Mapping[str, DenseProfile]) -> None:
+        """Keep newly made profiles in the store's cache."""
         if self.store is not None:
-            self.store.put_cache(key, profile.to_bytes())
+            for key, profile in profiles.items():
+                self.store.put_cache(key, profile.to_bytes())
+
+    def _remember(self, profiles: Mapping[str, DenseProfile]) -> None:
+        """Keep these profiles in memory as the most recently used, forgetting the oldest beyond MEMO_PROFILES."""
+        for key, profile in profiles.items():
+            self._profiles.pop(key, None)
+            self._profiles[key] = profile
         while len(self._profiles) > MEMO_PROFILES:
             del self._profiles[next(iter(self._profiles))]
 
