@@ -12,6 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from .addresses import ENCODED_WORD
 from .errors import ConfigError
 from .models import Newsletter
 from .sources.live import KINDS, SourceSpec
@@ -318,6 +319,8 @@ def _email_problem(value: str) -> str | None:
         validate_email(value, check_deliverability=False, allow_smtputf8=False)
     except EmailNotValidError as exc:
         return f"must be an email address like digest@example.org ({exc})"
+    if "=?" in value:  # (email-validator allows it; mail programs decode it as an encoded word in a header)
+        return f"must be a plain email address like digest@example.org ({ENCODED_WORD})"
     return None
 
 

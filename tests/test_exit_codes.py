@@ -88,6 +88,8 @@ def test_subscribers_check_needs_no_config(tmp_path):
     ('[newsletter]\nfrom_address = "a@example.org\\r\\nBcc: x@evil.test"\n',
      "newsletter.from_address must be one line of text without control characters"),
     ('[newsletter]\nreply_to = "ada@@example.org"\n', "newsletter.reply_to must be an email address"),
+    ('[newsletter]\nfrom_address = "=?utf-8?b?YUBiLmM=?=@example.org"\n',
+     "newsletter.from_address must be a plain email address"),
     ('[newsletter]\nbase_url = "http://x"\n', "newsletter.base_url must be an https URL with a host"),
     ('[newsletter]\nbase_url = "https://"\n', "newsletter.base_url must be an https URL with a host"),
     ('[schedule]\ntimezone = "Mars/Olympus"\n', "schedule.timezone must be an IANA time zone"),
