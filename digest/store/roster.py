@@ -289,8 +289,12 @@ class RosterStore(Base):
                          sa.literal("", sa.Text), sa.literal(_now(), sa.DateTime))
                .select_from(_with_preferences()).where(in_slots & suppressed.is_(None) & ~paused))
         columns = ["subscriber", "digest_date", "message_id", "status", "attempts", "transport", "detail", "updated_at"]
-        mine = (deliveries.c.digest_date == day) & deliveries.c.subscriber.in_(
-            sa.select(subscribers.c.email).select_from(_with_preferences()).where(in_slots))
+        # The slots' subscribers are listed once (a CTE the planner must materialise) and their digests found by
+        # primary key. Under `subscriber IN (SELECT …)`, PostgreSQL, with statistics that put the new date at about
+        # one row, ran the list again for every digest of the date: 13 s at 10,000 subscribers (issue 28).
+        of_slots = (sa.select(subscribers.c.email.label("subscriber"), sa.literal(day, sa.Date).label("digest_date"))
+                    .select_from(_with_preferences()).where(in_slots).cte("of_slots").prefix_with("MATERIALIZED"))
+        mine = (deliveries.c.subscriber == of_slots.c.subscriber) & (deliveries.c.digest_date == of_slots.c.digest_date)
         with self.write(serial=False) as conn:
             insert_from_select(conn, deliveries, columns, due)
             changed = conn.execute(sa.select(sa.func.max(papers.c.updated_at))).scalar()
