@@ -208,6 +208,16 @@ def claim_statements(store: Store) -> tuple[int, int] | None:
     return int(calls), int(rows)
 
 
+def heaviest(store: Store, count: int = 3) -> list[tuple[float, int, str]]:
+    """The statements that took the database server the most time since the last reset: (ms, calls, text)."""
+    if store.postgres is None:
+        return []
+    found = store.rows("SELECT s.total_exec_time, s.calls, s.query FROM pg_stat_statements s JOIN pg_database d "
+                       "ON d.oid = s.dbid WHERE d.datname = ? ORDER BY s.total_exec_time DESC LIMIT ?",
+                       store.url.rsplit("/", 1)[1], count)
+    return [(float(ms), int(calls), " ".join(str(text).split())[:160]) for ms, calls, text in found]
+
+
 def statement_stats(postgres: infra.Postgres) -> None:
     """Load pg_stat_statements (a restart with the same options) so each claim statement's rows are counted."""
     postgres.execute("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
@@ -266,6 +276,7 @@ class Day:
     split: list[int]
     claims: tuple[int, int] | None  # (claim statements, rows) on PostgreSQL
     ids: tuple[int, int] | None  # (messages, distinct Message-IDs) at the sink, with --message-ids
+    heaviest: list[tuple[float, int, str]]  # PostgreSQL: the statements that took its time (ms, calls, text)
 
     @property
     def ok(self) -> bool:
@@ -375,7 +386,7 @@ class DaysRun:
         sent, _, _ = self.parse_summary(send.stdout)
         result = Day(self.site.spec.subscribers, variant, number, day, ingest, send, sent, received, server,
                      statistics.fmean(self.composes[-2:]), held[0], worker_split(store, day),
-                     claim_statements(store), ids)
+                     claim_statements(store), ids, heaviest(store))
         print_day(result)
         return result
 
@@ -391,6 +402,8 @@ def print_day(d: Day) -> None:
           f"{d.send.peak_rss_mib:.0f} MiB), sink {d.received:,}{ids}{'' if d.ok else ' MISMATCH'}; most held at "
           f"once {d.most_held}, claimed per process {'/'.join(map(str, d.split))}{claims}; "
           f"compose {d.compose_ms:.3f} ms around it; load {d.send.load:.1f}", flush=True)
+    for ms, calls, text in d.heaviest:
+        print(f"    database: {ms / 1000:.1f} s in {calls:,} calls: {text}", flush=True)
 
 
 def report(days: list[Day], compose_mean: float) -> None:
