@@ -299,7 +299,9 @@ class SendLogStore(Base):
 def _discard(conn: Any) -> None:
     """Close a marks connection (an open transaction is rolled back with it) without the pool's own rollback:
     on a connection PostgreSQL dropped (a restart) that rollback fails and the pool logs its traceback."""
-    driver = conn.driver_connection
-    conn.invalidate()
+    driver = conn.dbapi_connection  # (a detached connection has no `driver_connection`: its record is gone)
     with contextlib.suppress(Exception):  # a broken connection: the mark's own error is the one to tell
+        driver.rollback()  # (SQLite: the write lock goes now, not when the connection object is collected)
+    with contextlib.suppress(Exception):
         driver.close()
+    conn.invalidate()
