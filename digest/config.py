@@ -163,7 +163,8 @@ SETTINGS: tuple[Setting, ...] = (
             "appear under \"Trending again\" (see select.trending_again); 0: no limit.", minimum=0, maximum=36500),
     Setting("select", "trending_again", int, 3,
             "At most this many papers older than select.max_age_days, ranked like the others, in a \"Trending "
-            "again\" section after the new ones (0: never shown).", minimum=0, maximum=50),
+            "again\" section after the new ones, taking their places from within max_papers (at most half of "
+            "them, unless too few new papers matched; 0: never shown).", minimum=0, maximum=50),
     Setting("select", "min_relevance", (int, float), 0.5,
             "Minimum relevance to be picked: the estimated probability that a paper is on the interest's topic "
             "(0 to 1). In the ranking benchmark, 0.5 let through 49% of the relevant papers, 73% of what it let "

@@ -3,11 +3,12 @@
 A paper published more than `select.max_age_days` before the digest date (a 2021 paper back on
 today's trending list) is never one of the digest's new papers: it can only appear in a small
 section of its own, "Trending again", at most `select.trending_again` of them, ranked for the
-subscriber like the rest (0: never shown). One ranking serves both parts: the selector takes the
-subscriber's `max_papers` recent papers and at most `trending_again` old ones, each kind from its own best
-candidates (`select.rank.old_papers`, by `models.is_old`), and the picks are split by age after. So an
-old paper never takes the place of a recent one; with `trending_again = 0` old papers are blocked before
-ranking. A paper without a known publication date counts as recent: nothing says otherwise.
+subscriber like the rest (0: never shown). `max_papers` is a maximum, everything included: "Trending
+again" takes its places from within it (`select.rank.age_quota`: at most `trending_again` and at most half
+of them, unless too few recent papers matched). One ranking serves both parts: the selector takes the
+subscriber's recent and old papers, each kind from its own best candidates (`select.rank.old_papers`, by
+`models.is_old`), and the picks are split by age after. With `trending_again = 0` old papers are blocked
+before ranking. A paper without a known publication date counts as recent: nothing says otherwise.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from datetime import date
 
 from .models import AGAIN_SECTION, Digest, Section, Subscriber, is_old
 from .select import Pool, Signals
+from .select.rank import age_quota
 
 __all__ = ["AGAIN_SECTION", "Ages", "is_old"]
 
@@ -54,19 +56,20 @@ class Ages:
         return self._ids[2], self._ids[3]
 
     def split(self, digest: Digest, subscriber: Subscriber, again: Digest | None = None) -> Digest:
-        """`digest` for `subscriber`: at most max_papers recent papers in their sections, then at most `again` old
-        ones, best first, under "Trending again" (alone when no recent one). `again`: a trending-only profile's old
-        papers, picked apart."""
+        """`digest` for `subscriber`: at most max_papers papers in all (`age_quota`), the recent ones in their
+        sections, then at most `again` old ones, best first, under "Trending again" (alone when no recent one).
+        `again`: a trending-only profile's old papers, picked apart."""
         if not self.max_age_days:
             return replace(digest, subscriber=subscriber)
         items = digest.items + (again.items if again is not None else ())
         recent = [i for i in items if not is_old(i.paper, digest.date, self.max_age_days)]
         old = [i for i in items if is_old(i.paper, digest.date, self.max_age_days)]
-        kept = {id(i) for i in sorted(recent, key=lambda i: -i.score)[: subscriber.max_papers]}
+        recent_n, old_n = age_quota(subscriber.max_papers, self.again, len(recent), len(old))
+        kept = {id(i) for i in sorted(recent, key=lambda i: -i.score)[:recent_n]}
         sections = [Section(s.name, tuple(i for i in s.items if id(i) in kept)) for s in digest.sections]
         sections = [s for s in sections if s.items]
-        if old and self.again:  # alone, when nothing recent matched: old papers on the topics beat no digest
-            sections.append(Section(AGAIN_SECTION, tuple(sorted(old, key=lambda i: -i.score)[: self.again])))
+        if old_n:  # alone, when nothing recent matched: old papers on the topics beat no digest
+            sections.append(Section(AGAIN_SECTION, tuple(sorted(old, key=lambda i: -i.score)[:old_n])))
         return replace(digest, subscriber=subscriber, sections=tuple(sections))
 
 

@@ -165,8 +165,8 @@ def test_rank_json_explains_the_picks(site):
     assert ranked[0]["passes_floor"] and ranked[0]["reasons"]
     assert ranked[0]["section"] in {"LLM inference & serving", "Quantization"}
     digest = run(site, "rank", "--subscriber", "ada@example.org", "--date", "2026-06-12", "--json")
-    # without --limit: the digest's picks, max_papers (10) recent papers and trending_again (3) old ones
-    assert len(json.loads(digest.stdout)) == 13
+    # without --limit: the digest's picks, max_papers (10) in all, trending_again (3) of them old
+    assert len(json.loads(digest.stdout)) == 10
 
 
 def test_rank_profile_file_and_papers_file(site, tmp_path):

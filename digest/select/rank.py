@@ -65,7 +65,7 @@ from .scores import (
 __all__ = ["CALIBRATION_A", "CALIBRATION_B", "LIKED_SECTION",
            "MMR_WINDOW", "NEAR_DUPLICATE", "NO_MATCH", "TRENDING_SECTION", "Ranked", "Scored",
            "Scores", "SelectSettings", "blocked_papers", "boost", "boosted", "calibrate", "calibration", "diversify",
-           "choose", "feedback_model", "rank", "sections", "sigmoid"]
+           "age_quota", "choose", "feedback_model", "rank", "sections", "sigmoid"]
 
 TRENDING_SECTION = "Trending"
 MMR_WINDOW = 2  # diversity re-ranks the best (window × wanted) candidates
@@ -217,6 +217,15 @@ def old_papers(pool: Pool, day: date, settings: SelectSettings) -> np.ndarray | 
     return found  # type: ignore[no-any-return]
 
 
+def age_quota(max_papers: int, again: int, recent: int, old: int) -> tuple[int, int]:
+    """How many recent and old papers a digest shows when `recent` recent and `old` old ones are there to pick:
+    max_papers in all, "Trending again" taking its places from within it. Old papers take at most `again` places
+    and at most half of them, unless too few recent papers are there to fill the rest (then, alone, up to
+    `again`); recent papers fill every other place."""
+    old_places = min(old, again, max(max_papers // 2, max_papers - recent), max_papers)
+    return min(recent, max_papers - old_places), old_places
+
+
 def quota_windows(old: np.ndarray, recent_wanted: int, old_wanted: int) -> np.ndarray:
     """Positions (in score order) of the candidates diversity weighs when a digest takes `recent_wanted` recent and
     `old_wanted` old papers: the best window of each kind (`candidate_window` keeps both in a batch)."""
@@ -229,7 +238,7 @@ def choose(pool: Pool, scores: Scored, subscriber: Subscriber, *, day: date, set
            blocked: np.ndarray | None = None, limit: int | None = None) -> tuple[list[int], np.ndarray, np.ndarray]:
     """The picks (positions in `scores`, best first), and every covered paper's boosted score and floor verdict:
     the eligible papers best first, re-ranked for diversity; with `limit`, the top N regardless of the floor.
-    With an age split (`old_papers`), max_papers recent and at most trending_again old ones."""
+    With an age split (`old_papers`), max_papers in all, at most trending_again of them old (`age_quota`)."""
     boost = _boost(pool, day, settings)[2]
     final = boosted(scores.relevance, boost[scores.papers])
     passes = scores.relevance >= settings.min_relevance
@@ -255,8 +264,8 @@ def choose(pool: Pool, scores: Scored, subscriber: Subscriber, *, day: date, set
 def _quota_picks(pool: Pool, scores: Scored, order: np.ndarray, ranked: np.ndarray, old: np.ndarray, recent_wanted: int,
                  old_wanted: int, settings: SelectSettings) -> list[int]:
     """`choose` with an age split: diversity over the best window of recent and of old candidates, then the picks
-    taken in that order up to `recent_wanted` recent and `old_wanted` old, recent shortfalls filled in score order
-    from after the window (near-duplicates left out, as in `diversify`)."""
+    taken in that order, `recent_wanted` (max_papers) in all, at most `old_wanted` of them old (`age_quota`), recent
+    shortfalls filled in score order from after the window (near-duplicates left out, as in `diversify`)."""
     window = quota_windows(old, recent_wanted, old_wanted)
     ranked_window = diversify(pool.index(settings.title_weight), scores.papers[order[window]], ranked[window],
                               len(window), settings.diversity, drop_duplicates=True)
@@ -264,9 +273,11 @@ def _quota_picks(pool: Pool, scores: Scored, order: np.ndarray, ranked: np.ndarr
     outside[window] = False
     sequence = np.concatenate([window[np.asarray(ranked_window, dtype=np.int64)], np.flatnonzero(outside)])
     kind = old[sequence]
+    recent_at, old_at = np.flatnonzero(~kind), np.flatnonzero(kind)
+    recent_n, old_n = age_quota(recent_wanted, old_wanted, len(recent_at), len(old_at))
     take = np.zeros(len(sequence), dtype=bool)
-    take[np.flatnonzero(~kind)[:recent_wanted]] = True
-    take[np.flatnonzero(kind)[:old_wanted]] = True
+    take[recent_at[:recent_n]] = True
+    take[old_at[:old_n]] = True
     return order[sequence[take]].tolist()  # type: ignore[no-any-return]
 
 
