@@ -211,6 +211,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("web", "operator_login", bool, True,
             "Ask for the operator password on /admin/. Only an explicit `false` opens the operator pages without "
             "one, and then only on a loopback-bound server to requests that did not come through a proxy."),
+    Setting("web", "metrics_token_env", str, "DIGEST_METRICS_TOKEN",
+            "Environment variable holding a bearer token that also opens `/metrics` (for a Prometheus that should "
+            "not hold the operator password); unset or empty: only the operator password does."),
     Setting("web", "link_days", int, 30,
             "Days the preferences and feedback links of an email work after its date (the unsubscribe link "
             "never expires).", minimum=1),

@@ -18,6 +18,7 @@ from .bounces import BounceEvent, BounceStore, SoftPolicy
 from .claims import Claim, ClaimStore, Queue
 from .engine import explain, make_engine, shown
 from .feedback import FeedbackStore
+from .metrics import MetricsStore, Snapshot
 from .papers import PaperStore
 from .privacy import PrivacyStore, forgotten_key
 from .records import DeliveryRecord, FetchRecord, IngestCounts, Preference, RunRecord
@@ -29,11 +30,11 @@ from .tables import meta
 
 __all__ = ["BounceEvent", "BounceStore", "Claim", "ClaimStore", "Confirmation", "DeliveryRecord", "FeedbackStore",
            "FetchRecord", "FileState", "IngestCounts", "Preference", "PrivacyStore", "Queue", "RosterStore",
-           "RunRecord", "SignupRecord", "SignupStore", "SlotCount", "SoftPolicy", "Store", "forgotten_key"]
+           "RunRecord", "SignupRecord", "SignupStore", "SlotCount", "Snapshot", "SoftPolicy", "Store", "forgotten_key"]
 
 
 class Store(PaperStore, SendLogStore, ClaimStore, RosterStore, RunStore, FeedbackStore, SignupStore, BounceStore,
-            PrivacyStore):
+            PrivacyStore, MetricsStore):
     """The database: open it with a SQLAlchemy URL; a new database is made at the current schema."""
 
     def __init__(self, url: str, *, check_schema: bool = True, durable_sends: bool = False) -> None:
