@@ -11,6 +11,7 @@ import email
 import os
 import shutil
 from collections.abc import Iterator
+from datetime import date
 from email import policy
 from pathlib import Path
 
@@ -27,6 +28,8 @@ ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
         "--disable-component-update", "--disable-sync"]
 ADA = "ada@example.org"
+AXE = Path(os.environ.get("DIGEST_AXE_JS") or Path(__file__).parent / "axe" / "node_modules" / "axe-core" /
+           "axe.min.js")
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +45,25 @@ def browser() -> Iterator[object]:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         yield chromium
         chromium.close()
+
+
+@pytest.fixture(scope="module")
+def axe_source() -> str:
+    if not AXE.exists():
+        if os.environ.get("DIGEST_REQUIRE_AXE"):
+            pytest.fail(f"axe-core not found at {AXE} (npm install --prefix tests/axe)")
+        pytest.skip(f"axe-core not found at {AXE} (npm install --prefix tests/axe)")
+    return AXE.read_text(encoding="utf-8")
+
+
+def serious_violations(page, axe_source: str) -> list[tuple[str, str, list[str]]]:
+    """axe-core's violations of serious or critical impact on the page as shown (its id, impact and first nodes).
+    A page served with its Content-Security-Policy needs a context with bypass_csp=True to run the script."""
+    page.add_script_tag(content=axe_source)
+    result = page.evaluate("async () => await axe.run(document, {resultTypes: ['violations']})")
+    assert result["testEngine"]["name"] == "axe-core" and result["passes"] is not None
+    return [(v["id"], v["impact"], [n["html"][:80] for n in v["nodes"][:3]]) for v in result["violations"]
+            if v["impact"] in ("serious", "critical")]
 
 
 @pytest.fixture
@@ -130,4 +152,78 @@ def test_unsubscribe_by_button_in_a_browser(browser, web):
     page.get_by_role("button", name="Resubscribe").click()  # the browser's own Origin passes the same-site check
     page.wait_for_load_state()
     assert "subscribed again" in page.inner_text("body") and web.app.store.suppressed() == {}
+    page.close()
+
+
+SCREENS = [(width, scheme) for width in (375, 1280) for scheme in ("light", "dark")]
+
+
+def test_reader_pages_pass_axe_light_and_dark(browser, web, axe_source):
+    """Every page behind an email's links (preferences, unsubscribe before and after, preferences once unsubscribed,
+    feedback before and after, an invalid link), at 375 and 1280 px, light and dark: no serious or critical axe-core
+    violation, and the main button's text at least 4.5:1 on its colour (white on the dark accent was 1.99:1)."""
+    links = web.app.links_for(ADA)
+    paper = web.app.compose(web.app.roster().find(ADA), DAY, web.app.pool(DAY)).digest.items[0].paper
+    context = browser.new_context(bypass_csp=True)  # (for axe's script)
+    page = context.new_page()
+    page.goto(web.base + web.path(links.preferences))
+    check_screens(page, axe_source, "preferences", button="Save")
+    page.goto(web.base + web.path(links.unsubscribe))
+    check_screens(page, axe_source, "unsubscribe", button="Unsubscribe")
+    page.get_by_role("button", name="Unsubscribe").click()
+    check_screens(page, axe_source, "unsubscribed", button="Resubscribe")
+    page.goto(web.base + web.path(links.preferences))
+    check_screens(page, axe_source, "preferences, unsubscribed", button="Resubscribe")
+    page.get_by_role("button", name="Resubscribe").click()
+    check_screens(page, axe_source, "resubscribed")
+    page.goto(web.base + web.path(links.feedback) + f"/{paper.store_id}/more")
+    check_screens(page, axe_source, "feedback", button="Yes, more like this")
+    page.get_by_role("button", name="Yes, more like this").click()
+    check_screens(page, axe_source, "feedback noted")
+    page.goto(web.base + "/preferences/not-a-token")
+    check_screens(page, axe_source, "invalid link")
+    context.close()
+
+
+def check_screens(page, axe_source: str, name: str, button: str | None = None) -> None:
+    """A reader page as loaded, at 375 and 1280 px, light and dark: no sideways scrolling, no serious or critical
+    axe-core violation, and `button`'s text at least 4.5:1 on its own colour. Screenshots (375 px): tests/artifacts/."""
+    page.wait_for_load_state()
+    for width, scheme in SCREENS:
+        page.set_viewport_size({"width": width, "height": 800})
+        page.emulate_media(color_scheme=scheme)
+        assert page.evaluate("document.documentElement.scrollWidth") <= width, (name, width)
+        assert serious_violations(page, axe_source) == [], (name, width, scheme)
+        if button:
+            assert button_contrast(page, button) >= 4.5, (name, button, width, scheme)
+        if width == 375:
+            slug = "".join(c if c.isalnum() else "-" for c in name)
+            page.screenshot(path=ARTIFACTS / f"page-{slug}-{width}-{scheme}.png", full_page=True)
+
+
+def button_contrast(page, name: str) -> float:
+    """The contrast of a button's text on its own background, from the colours the browser rendered."""
+    from .test_reader import contrast
+
+    colors = page.get_by_role("button", name=name, exact=True).evaluate(
+        "b => [getComputedStyle(b).color, getComputedStyle(b).backgroundColor]"
+        ".map(c => c.match(/[\\d.]+/g).slice(0, 3).map(Number))")
+    return contrast(*colors)
+
+
+def test_after_a_one_click_unsubscribe_pause_instead(browser, web):
+    """The page after the email's one-click unsubscribe is no dead end: "Pause instead" subscribes the reader again,
+    paused for the chosen time, through the preferences page's own form (same-site POST)."""
+    page = browser.new_page(viewport={"width": 375, "height": 800})
+    page.goto(web.base + web.path(web.app.links_for(ADA).unsubscribe))
+    page.get_by_role("button", name="Unsubscribe").click()
+    page.wait_for_load_state()
+    assert web.app.store.suppressed() == {ADA: "unsubscribed"}
+    page.get_by_label("two weeks").check()
+    page.get_by_role("button", name="Pause instead").click()
+    page.wait_for_load_state()
+    assert "Subscribed again, and paused until" in page.inner_text("body")
+    assert web.app.store.suppressed() == {}
+    until = web.app.store.preference(ADA).paused_until
+    assert until is not None and (until - date.today()).days == 14
     page.close()

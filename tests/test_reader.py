@@ -13,17 +13,14 @@ from __future__ import annotations
 import itertools
 import os
 import re
-from pathlib import Path
 
 import pytest
 
 from digest.pipeline import App
 
 from .conftest import DAY, FIXTURES, SEEDS
-from .test_browser import ARTIFACTS, browser  # noqa: F401 - the Chromium fixture
+from .test_browser import ARTIFACTS, axe_source, browser, serious_violations  # noqa: F401 - the fixtures
 
-AXE = Path(os.environ.get("DIGEST_AXE_JS") or Path(__file__).parent / "axe" / "node_modules" / "axe-core" /
-           "axe.min.js")
 READERS = ["ada@example.org", "alan@example.org", "grace@example.org", "katherine@example.org",
            "margaret@example.org"]
 # What the page reports: its width, every link's box (titles aside: text in a heading, not a tap target), and
@@ -145,15 +142,6 @@ def test_outlook_com_dark_mode_is_honoured(browser, digests):  # noqa: F811
     page.close()
 
 
-@pytest.fixture(scope="module")
-def axe_source() -> str:
-    if not AXE.exists():
-        if os.environ.get("DIGEST_REQUIRE_AXE"):
-            pytest.fail(f"axe-core not found at {AXE} (npm install --prefix tests/axe)")
-        pytest.skip(f"axe-core not found at {AXE} (npm install --prefix tests/axe)")
-    return AXE.read_text(encoding="utf-8")
-
-
 @pytest.mark.parametrize(("width", "styled", "scheme"), [(375, True, "light"), (375, True, "dark"),
                                                           (600, True, "light"), (375, False, "light")])
 def test_no_serious_accessibility_violation(browser, digests, axe_source, width, styled, scheme):  # noqa: F811
@@ -161,10 +149,6 @@ def test_no_serious_accessibility_violation(browser, digests, axe_source, width,
     page = browser.new_page(viewport={"width": width, "height": 900}, color_scheme=scheme)
     for email in READERS:
         page.set_content(digests[email] if styled else without_style(digests[email]))
-        page.add_script_tag(content=axe_source)
-        result = page.evaluate("async () => await axe.run(document, {resultTypes: ['violations']})")
-        assert result["testEngine"]["name"] == "axe-core" and result["passes"] is not None
-        bad = [(v["id"], v["impact"], [n["html"][:80] for n in v["nodes"][:3]]) for v in result["violations"]
-               if v["impact"] in ("serious", "critical")]
+        bad = serious_violations(page, axe_source)
         assert bad == [], (email, bad)
     page.close()

@@ -15,7 +15,7 @@ from datetime import date
 
 from .conftest import cli_env, sample_site
 from .smtpd import Recorder, free_port, smtp_server
-from .test_browser import ARTIFACTS, browser  # noqa: F401 - the module's Chromium fixture
+from .test_browser import ARTIFACTS, axe_source, browser, check_screens  # noqa: F401 - the module's fixtures
 from .test_signup import settings
 from .web_server import Served
 
@@ -43,9 +43,10 @@ def digest_cli(folder, *args: str) -> subprocess.CompletedProcess[str]:
     return done
 
 
-def test_from_the_signup_page_to_the_first_digest(browser, tmp_path):  # noqa: F811 - the fixture above
+def test_from_the_signup_page_to_the_first_digest(browser, axe_source, tmp_path):  # noqa: F811 - the fixtures above
     """A reader signs up in Chromium, confirms from the emailed link, sees the welcome page with today's digest,
-    gets the welcome email, and the next `digest send` delivers their first digest; nobody touched a file."""
+    gets the welcome email, and the next `digest send` delivers their first digest; nobody touched a file. Each page
+    passes axe-core at 375 and 1280 px, light and dark (`check_screens`)."""
     inbox = Recorder()
     with smtp_server(inbox) as smtp_port:
         sample_site(tmp_path, settings(smtp_port))
@@ -54,9 +55,12 @@ def test_from_the_signup_page_to_the_first_digest(browser, tmp_path):  # noqa: F
         port = free_port()
         served = Served(tmp_path / "digest.toml", port, cli_env(DIGEST_OPERATOR_PASSWORD="pw"))
         try:
-            context = browser.new_context(timezone_id="Asia/Tokyo", viewport={"width": 720, "height": 1000})
+            context = browser.new_context(timezone_id="Asia/Tokyo", viewport={"width": 720, "height": 1000},
+                                          bypass_csp=True)  # (for axe's script)
             page = context.new_page()
             page.goto(f"{served.base}/subscribe")
+            check_screens(page, axe_source, "subscribe", button="Subscribe")
+            page.set_viewport_size({"width": 720, "height": 1000})
             assert page.locator("#timezone").input_value() == "Asia/Tokyo"  # filled in by the page's script
             page.fill("#email", READER)
             page.fill("#name", "Rea Der")
@@ -67,11 +71,14 @@ def test_from_the_signup_page_to_the_first_digest(browser, tmp_path):  # noqa: F
             page.get_by_role("button", name="Subscribe").click()
             page.wait_for_load_state()
             assert page.get_by_role("heading").first.inner_text() == "Check your inbox"
+            check_screens(page, axe_source, "subscribe sent")
 
             text = wait_for(inbox, "Confirm your subscription")
             link = re.search(r"https://\S+/confirm/\S+", text).group(0)
             page.goto(served.base + link.split("digest.example.org", 1)[1])
             assert page.get_by_role("heading").first.inner_text() == "Confirm your subscription"
+            check_screens(page, axe_source, "confirm", button="Confirm my subscription")
+            page.set_viewport_size({"width": 720, "height": 1000})
             page.get_by_role("button", name="Confirm my subscription").click()
             page.wait_for_load_state()
             assert page.get_by_role("heading").first.inner_text() == "Welcome to Paper Digest"
@@ -80,6 +87,7 @@ def test_from_the_signup_page_to_the_first_digest(browser, tmp_path):  # noqa: F
             shown = frame.locator("body").inner_text()
             assert "Hi Rea Der" in shown and "Why:" in shown  # their papers, with the reasons
             page.screenshot(path=ARTIFACTS / "signup-welcome.png", full_page=True)
+            check_screens(page, axe_source, "welcome")
             context.close()
             assert "Rea Der" in wait_for(inbox, "Welcome to Paper Digest")
         finally:

@@ -108,12 +108,13 @@ def unsubscribe(token: str) -> str:
         abort(400)  # RFC 8058: a POST without this body is not a one-click unsubscribe (a scanner, a prefetch)
     current().store.suppress(subject.email, "unsubscribed")
     links = _links(subject)
-    return page("unsubscribe", email=subject.email, done=True, resubscribe_url=links.preferences if links else None)
+    return page("unsubscribe", email=subject.email, done=True, resubscribe_url=links.preferences if links else None,
+                pauses=PAUSES)  # no dead end: resubscribe, or pause instead (the preferences page's own forms)
 
 
 @blueprint.route("/preferences/<token>", methods=["GET", "POST"])
 def preferences(token: str) -> str | Response:
-    """Pause for a while, change how often, or resubscribe."""
+    """Pause for a while, change how often, or resubscribe (or pause instead, once unsubscribed)."""
     subject = _token("preferences", token)
     email, app = subject.email, current()
     if request.method == "POST":
@@ -154,9 +155,12 @@ def _apply(email: str, form: dict[str, str]) -> str:
     if action == "frequency" and form.get("frequency") in dict(FREQUENCIES):
         store.set_preference(email, frequency=form["frequency"])
         return f"Saved: {dict(FREQUENCIES)[form['frequency']].lower()}."
-    if action == "pause" and form.get("days", "").isdigit() and int(form["days"]) in dict(PAUSES):
+    if action in ("pause", "pause-instead") and form.get("days", "").isdigit() and int(form["days"]) in dict(PAUSES):
         until = date.today() + timedelta(days=int(form["days"]))
         store.set_preference(email, paused_until=until)
+        if action == "pause-instead":  # of the unsubscribe just done: subscribed again, from `until` on
+            store.unsuppress(email.lower(), "unsubscribed")
+            return f"Subscribed again, and paused until {until:%A %d %B %Y}."
         return f"Paused until {until:%A %d %B %Y}."
     if action == "resume":
         store.set_preference(email, paused_until=None)
