@@ -164,6 +164,23 @@ def _one(store: Store, item: Item, matcher: Matcher, soft: SoftPolicy, summary: 
         log.info("suppressed %s: %s", email, reason)
 
 
+def record(store: Store, report: Report, matcher: Matcher,
+           soft: SoftPolicy) -> tuple[str, list[tuple[str, str]] | None]:
+    """Match one report (a provider webhook's event, read into a Report) and record it in one transaction, as
+    a mailbox's are: its outcome, and the suppressions made (None when it was recorded already)."""
+    events = _events(report, matcher)
+    outcome = _outcome(report, events)
+    return outcome, store.record_report(report.key, outcome, events, soft)
+
+
+def policy(app: App, today: date) -> tuple[Matcher, SoftPolicy]:
+    """The matcher and soft-bounce policy of the app's settings, as of `today`."""
+    config = app.config
+    since = today - timedelta(days=config.web.link_days)
+    matcher = Matcher(app.store, app.signer, config.delivery.return_path, config.newsletter.from_address, since)
+    return matcher, SoftPolicy(config.bounces.soft_limit, timedelta(days=config.bounces.soft_window_days))
+
+
 def _unreadable(store: Store, item: Item, why: str, summary: BounceSummary) -> None:
     """Report an unreadable message once: it is recorded by the hash of its bytes, and found there next time."""
     key = "sha256:" + hashlib.sha256(item.data or b"").hexdigest()
@@ -200,7 +217,5 @@ def read_mailbox(app: App, *, maildir: Path | None = None, mbox: Path | None = N
     else:
         items = mailboxes.imap(imap or "", os.environ if environ is None else environ,
                                config.bounces.imap_password_env, MAX_MESSAGE_BYTES)
-    since = (today or date.today()) - timedelta(days=config.web.link_days)
-    matcher = Matcher(app.store, app.signer, config.delivery.return_path, config.newsletter.from_address, since)
-    soft = SoftPolicy(config.bounces.soft_limit, timedelta(days=config.bounces.soft_window_days))
+    matcher, soft = policy(app, today or date.today())
     return process(app.store, items, matcher, soft)

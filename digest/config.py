@@ -93,6 +93,18 @@ SETTINGS: tuple[Setting, ...] = (
             maximum=365),
     Setting("bounces", "imap_password_env", str, "DIGEST_IMAP_PASSWORD",
             "Environment variable holding the password of `digest bounces --imap` (never in the URL or a file)."),
+    Setting("webhooks", "mailgun_env", str, "DIGEST_MAILGUN_SIGNING_KEY",
+            "Environment variable holding Mailgun's HTTP webhook signing key; set, `digest serve` answers `POST "
+            "/webhooks/mailgun` (unset: 404)."),
+    Setting("webhooks", "postmark_env", str, "DIGEST_POSTMARK_WEBHOOK_PASSWORD",
+            "Environment variable holding the basic-auth password written in Postmark's bounce and spam-complaint "
+            "webhook URL; set, `digest serve` answers `POST /webhooks/postmark` (unset: 404)."),
+    Setting("webhooks", "sendgrid_env", str, "DIGEST_SENDGRID_VERIFICATION_KEY",
+            "Environment variable holding SendGrid's signed event webhook verification key (base64, as its "
+            "settings page shows it); set, `digest serve` answers `POST /webhooks/sendgrid` (unset: 404)."),
+    Setting("webhooks", "resend_env", str, "DIGEST_RESEND_WEBHOOK_SECRET",
+            "Environment variable holding Resend's webhook signing secret (`whsec_…`); set, `digest serve` "
+            "answers `POST /webhooks/resend` (unset: 404)."),
     Setting("smtp", "host", str, "localhost", "SMTP server (relay or submission server).", check="host"),
     Setting("smtp", "port", int, 587, "SMTP port: 587 for starttls, 465 for ssl, 25 between servers.", minimum=1,
             maximum=65535),

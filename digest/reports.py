@@ -139,9 +139,15 @@ def _failure(block: Message) -> Failure | None:
     if status and not _STATUS.match(status):
         raise Unreadable(f"Status {status!r} of {recipient} is not a delivery status code like 5.1.1")
     detail = _one_line(block.get("Diagnostic-Code", ""))
-    if action == "delayed" or status.startswith("4") or _SOFT_PERMANENT.match(status):
-        return Failure(recipient, "soft", status, detail)
-    return Failure(recipient, "hard", status, detail)
+    return Failure(recipient, bounce_kind(action != "delayed", status), status, detail)
+
+
+def bounce_kind(permanent: bool, status: str) -> str:
+    """hard or soft: a permanent failure about the address is hard; a delay, a 4.x.x or a 5.x.x about the message
+    (mailbox full, too big, content, policy) is soft. Also for what providers' webhooks report."""
+    if not permanent or status.startswith("4") or _SOFT_PERMANENT.match(status):
+        return "soft"
+    return "hard"
 
 
 def _dsn(msg: Message) -> tuple[Failure, ...]:

@@ -24,7 +24,7 @@ from flask import Flask, Response
 
 from ..errors import DigestError, UsageError
 from ..pipeline import App
-from . import guard, metrics, operator, public, signup
+from . import guard, metrics, operator, public, signup, webhooks
 from .common import CSP
 from .guard import is_loopback
 
@@ -70,6 +70,7 @@ def create_app(app: App, *, operator_password: str | None, bind: str = "127.0.0.
     if operator_pages:
         web.register_blueprint(operator.blueprint, url_prefix="/admin")
     metrics.install(web, app.store, os.environ.get(app.config.web.metrics_token_env, ""))
+    webhooks.install(web, app.config.webhooks, base or None)
     web.after_request(_secure)
     return web
 
