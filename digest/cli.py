@@ -46,14 +46,31 @@ def _port(text: str) -> int:
     return int(text)
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="digest", description="Personalised research-paper digests by email.")
-    parser.add_argument("--config", type=Path, help="settings file (default: $DIGEST_CONFIG or ./digest.toml)")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log each skipped digest and why")
-    parser.add_argument("--log-format", choices=("text", "json"), default="text",
+def _global_options(parser: argparse.ArgumentParser, *, suppress: bool = False) -> argparse.ArgumentParser:
+    """The options every command takes, before or after its name (`digest -v send` = `digest send -v`).
+
+    A command's copy (`suppress`) leaves an option it was not given out of the result, so one given before the
+    command is not reset by the command's default.
+    """
+    def default(value: Any) -> Any:
+        return argparse.SUPPRESS if suppress else value
+
+    parser.add_argument("--config", type=Path, default=default(None),
+                        help="settings file (default: $DIGEST_CONFIG or ./digest.toml)")
+    parser.add_argument("--debug", action="store_true", default=default(False), help="show tracebacks and debug logs")
+    parser.add_argument("-v", "--verbose", action="store_true", default=default(False),
+                        help="log each skipped digest and why")
+    parser.add_argument("--log-format", choices=("text", "json"), default=default("text"),
                         help="logs on stderr as readable text (default) or JSON lines")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    return parser
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _global_options(argparse.ArgumentParser(prog="digest",
+                                                     description="Personalised research-paper digests by email."))
+    shared = _global_options(argparse.ArgumentParser(add_help=False), suppress=True)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                     parser_class=_with_parents(shared))
 
     ingest = commands.add_parser("ingest", help="read papers from files into the store")
     ingest.add_argument("paths", nargs="*", type=Path, help="files or folders (default: [ingest] paths)")
@@ -92,6 +109,7 @@ def _parser() -> argparse.ArgumentParser:
                       help="deliver with N processes (default: delivery.workers)")
     send.add_argument("--to", metavar="ADDRESS",
                       help="send the --subscriber's digest to ADDRESS as a test (the send log is not touched)")
+    _allow_placeholder(send)
 
     run = commands.add_parser("run", help="fetch the sources, then send every digest due now (for cron)")
     run.add_argument("--date", type=_date, default=None,
@@ -99,22 +117,30 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--dry-run", action="store_true", help="fetch, compose, send nothing")
     run.add_argument("--workers", type=_positive, default=None,
                      help="deliver with N processes (default: delivery.workers)")
+    _allow_placeholder(run)
 
     worker = commands.add_parser("worker", help="deliver digests other runs have queued (another machine's share)")
     worker.add_argument("--date", type=_date, default=None, help="only this digest date (default: the last two days)")
     worker.add_argument("--follow", action="store_true", help="keep looking for queued digests until stopped")
     worker.add_argument("--poll", type=_positive, default=10, help="seconds between looks with --follow")
     worker.add_argument("--workers", type=_positive, default=None, help="processes (default: delivery.workers)")
+    _allow_placeholder(worker)
 
     fetch = commands.add_parser("fetch", help="fetch the configured sources into the store")
     fetch.add_argument("--date", type=_date, default=None, help="the day to fetch (default: today)")
 
-    commands.add_parser("schedule", help="run as a daemon: fetch on fetch_cron, send at each subscriber's time")
+    _allow_placeholder(commands.add_parser("schedule", help="run as a daemon: fetch on fetch_cron, send at each "
+                                                            "subscriber's time"))
 
     serve = commands.add_parser("serve", help="the web endpoints (unsubscribe, preferences, feedback) and "
                                               "the operator's preview pages")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     serve.add_argument("--port", type=_port, default=8025, help="port (default: 8025; 0: any free port)")
+
+    check = commands.add_parser("check", help="what is not ready for real readers, each with its setting and fix; "
+                                              "the DNS records to publish")
+    check.add_argument("--host", default="127.0.0.1", help="the --host `digest serve` runs with (default: 127.0.0.1)")
+    check.add_argument("--port", type=_port, default=8025, help="the --port `digest serve` runs with (default: 8025)")
 
     db = commands.add_parser("db", help="the database schema: show its revision, or upgrade it")
     db.add_argument("action", choices=("upgrade", "current"),
@@ -146,6 +172,22 @@ def _parser() -> argparse.ArgumentParser:
     vote.add_argument("--more", action="store_true")
     vote.add_argument("--less", action="store_true")
     return parser
+
+
+def _allow_placeholder(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--allow-placeholder", action="store_true",
+                         help="send over SMTP even under the sample's placeholder From, base_url or postal address "
+                              "(a lab; or $DIGEST_ALLOW_PLACEHOLDER=1)")
+
+
+def _with_parents(shared: argparse.ArgumentParser) -> type[argparse.ArgumentParser]:
+    """A parser class whose every instance (each command, each `subscribers` action) takes the global options."""
+    class Command(argparse.ArgumentParser):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("parents", [shared])
+            super().__init__(*args, **kwargs)
+
+    return Command
 
 
 def _app(config: Config, **options: Any) -> App:
@@ -288,7 +330,18 @@ def cmd_preview(config: Config, args: argparse.Namespace) -> int:
     return EXIT_FAILED if problems and not args.subscriber else EXIT_OK
 
 
+def _launch_gate(config: Config, args: argparse.Namespace) -> None:
+    """The checks every send over SMTP starts with: a placeholder identity stops it (exit 2), the rest warns once."""
+    from .launch import ALLOW_ENV, smtp_gate
+
+    if config.delivery.transport == "smtp" and not getattr(args, "dry_run", False):
+        allow = args.allow_placeholder or os.environ.get(ALLOW_ENV) == "1"
+        for warning in smtp_gate(config, os.environ, allow_placeholder=allow):
+            logging.getLogger("digest").warning(warning)
+
+
 def cmd_send(config: Config, args: argparse.Namespace) -> int:
+    _launch_gate(config, args)
     if getattr(args, "to", None):
         return cmd_send_test(config, args)
     app = _app(config, workers=args.workers)
@@ -364,6 +417,7 @@ def cmd_fetch(config: Config, args: argparse.Namespace) -> int:
 def cmd_run(config: Config, args: argparse.Namespace) -> int:
     from . import jobs
 
+    _launch_gate(config, args)
     app = _app(config, workers=args.workers)
     try:
         report = jobs.run_job(app, datetime.now(UTC), args.date, dry_run=args.dry_run)
@@ -382,6 +436,7 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_worker(config: Config, args: argparse.Namespace) -> int:
+    _launch_gate(config, args)
     app = _app(config, workers=args.workers)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -400,6 +455,7 @@ def cmd_worker(config: Config, args: argparse.Namespace) -> int:
 def cmd_schedule(config: Config, args: argparse.Namespace) -> int:
     from . import jobs
 
+    _launch_gate(config, args)
     app = _app(config)
     daemon = jobs.make_daemon(app)
     stop = threading.Event()
@@ -418,16 +474,40 @@ def cmd_schedule(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_serve(config: Config, args: argparse.Namespace) -> int:
+    from urllib.parse import urlsplit
+
+    from .launch import url_host
     from .web import serve  # Flask and waitress load only for this command
 
     app = _app(config)
+    home = urlsplit(config.newsletter.base_url).path.rstrip("/") + "/"  # the public pages answer under its path
     try:
         serve(app, args.host, args.port, password_env=config.web.operator_password_env,
-              ready=lambda host, port: print(f"serving on http://{host}:{port}/ (operator pages at /admin/); "
-                                             "Ctrl-C stops", flush=True))
+              ready=lambda host, port: print(f"serving on http://{url_host(host)}:{port}{home} "
+                                             "(operator pages at /admin/); Ctrl-C stops", flush=True))
     finally:
         app.close()
     return EXIT_OK
+
+
+def cmd_check(config: Config, args: argparse.Namespace) -> int:
+    from . import launch
+
+    serve = launch.Serve(args.host, args.port)
+    findings = launch.check(config, os.environ, serve)
+    for finding in findings:
+        print(f"{'stop' if finding.stops_smtp else 'not ready'}: {finding.line()}")
+    print(f"publish in DNS for {config.newsletter.from_address.rpartition('@')[2]} (no lookup was made: compare with "
+          "what your DNS holds):")
+    for record in launch.dns_records(config):
+        print(f"  {record}")
+    for assumed in launch.assumptions(config, serve):
+        print(f"assumed: {assumed}")
+    note = launch.transport_note(config)
+    if note:
+        print(f"note: {note}")
+    print(launch.summary(findings))
+    return EXIT_FAILED if findings else EXIT_OK
 
 
 def cmd_bounces(config: Config, args: argparse.Namespace) -> int:
@@ -596,7 +676,7 @@ COMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
     "ingest": cmd_ingest, "subscribers": cmd_subscribers, "preview": cmd_preview,
     "send": cmd_send, "run": cmd_run, "fetch": cmd_fetch, "schedule": cmd_schedule, "status": cmd_status,
     "serve": cmd_serve, "rank": cmd_rank, "feedback": cmd_feedback, "db": cmd_db, "worker": cmd_worker,
-    "bounces": cmd_bounces,
+    "bounces": cmd_bounces, "check": cmd_check,
 }
 
 

@@ -58,6 +58,7 @@ class Composing(Protocol):
     newsletter: Newsletter
     retry: RetryPolicy
     workers: int
+    warned: set[str]  # warnings this app gave already (each is given once per command)
 
     @property
     def renderer(self) -> Any: ...
@@ -119,8 +120,11 @@ class Dispatch:
         return self.app.config.base
 
     def warn_unsigned(self) -> None:
-        """One warning when this run sends over SMTP unsigned and nobody said the relay signs."""
-        if self.app.transport.name == "smtp" and self.app.dkim is None and not self.app.config.dkim.relay_signs:
+        """One warning per command (a daemon: its first send) when it sends over SMTP unsigned and nobody said the
+        relay signs, however many dates or looks it sends (a `digest run` near midnight sends two dates)."""
+        unsigned = self.app.transport.name == "smtp" and self.app.dkim is None and not self.app.config.dkim.relay_signs
+        if unsigned and UNSIGNED not in self.app.warned:
+            self.app.warned.add(UNSIGNED)
             log.warning(UNSIGNED)
 
     def replay_journal(self) -> None:

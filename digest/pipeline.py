@@ -83,6 +83,7 @@ class App:
         self.retry = RetryPolicy(config.delivery.attempts, float(config.delivery.retry_delay),
                                  breaker=config.delivery.max_connection_failures)
         self._transport = transport
+        self.warned: set[str] = set()  # warnings given once per command, not once per date sent (Dispatch)
 
     def close(self) -> None:
         if self._transport is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from datetime import date
@@ -18,9 +19,14 @@ SUBSCRIBERS = ROOT / "subscribers"
 DAY = date(2026, 6, 12)
 
 
+# The tests' SMTP servers are a lab: sends under the sample's identity go through (tests/test_launch.py unsets it).
+os.environ["DIGEST_ALLOW_PLACEHOLDER"] = "1"
+
+
 def cli_env(**extra: str) -> dict[str, str]:
     """The environment of a `digest` subprocess: this checkout's package (not whichever one is installed)."""
-    return {"PATH": "/usr/bin:/bin", "DIGEST_SECRET": "test-secret", "PYTHONPATH": str(ROOT), **extra}
+    return {"PATH": "/usr/bin:/bin", "DIGEST_SECRET": "test-secret", "PYTHONPATH": str(ROOT),
+            "DIGEST_ALLOW_PLACEHOLDER": "1", **extra}
 
 
 def sample_site(folder: Path, settings: str = "") -> Path:

@@ -1,0 +1,170 @@
+"""Going live: `digest check` lists what is not ready for real readers with the setting and the fix, a send over SMTP
+under the sample's identity stops (exit 2) unless it is a lab, and the DKIM warning is given once per run."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from digest import jobs, launch
+from digest.config import build_config, load_config
+from digest.dispatch import UNSIGNED
+from digest.pipeline import App
+
+from .conftest import DAY, SEEDS, cli_env, sample_site
+from .smtpd import Recorder, smtp_server
+
+LAB = {"DIGEST_ALLOW_PLACEHOLDER": ""}  # the test suite is a lab (conftest); these tests are not
+IDENTITY = ('[newsletter]\nfrom_address = "digest@papers.acme.dev"\nbase_url = "https://digest.papers.acme.dev"\n'
+            'postal_address = "Acme Papers, 12 Quay Road, Leith"\n')
+READY = IDENTITY + '[dkim]\nrelay_signs = true\n[smtp]\nhost = "smtp.acme.dev"\n'
+
+
+def digest(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "digest", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120, env=cli_env(**{**LAB, **env}))
+
+
+def ingest(site: Path) -> None:
+    app = App(load_config(site / "digest.toml"))
+    try:
+        app.ingest([SEEDS], seen_on=DAY)
+    finally:
+        app.close()
+
+
+def smtp_settings(port: int) -> str:
+    return f'[delivery]\ntransport = "smtp"\nretry_delay = 0.01\n[smtp]\nhost = "127.0.0.1"\nport = {port}\n' \
+           'security = "none"\n'
+
+
+def test_check_on_the_sample_names_every_setting_with_its_fix(tmp_path):
+    """The sample as shipped: the placeholder From, base_url and postal address (each stopping an SMTP send), no
+    secret in the environment and no DKIM, each on one line with its fix; SPF and DMARC to publish; exit 1."""
+    result = digest(sample_site(tmp_path), "check", DIGEST_SECRET="")
+    assert result.returncode == 1, result.stderr
+    lines = result.stdout.splitlines()
+    stops = [line for line in lines if line.startswith("stop: ")]
+    assert [line.split(":")[1].strip() for line in stops] == [
+        "newsletter.from_address", "newsletter.base_url", "newsletter.postal_address"]
+    assert all("; fix: " in line for line in stops)
+    not_ready = {line.split(":")[1].strip() for line in lines if line.startswith("not ready: ")}
+    assert not_ready == {"newsletter.secret_env", "dkim.selector"}
+    assert '  example.org TXT "v=spf1 ' in result.stdout
+    assert '  _dmarc.example.org TXT "v=DMARC1; p=none; ' in result.stdout
+    assert lines[-1] == "5 to fix before real readers (3 would stop a send over SMTP); run `digest check` again " \
+                        "after each fix"
+
+
+def test_check_passes_a_ready_install_and_prints_the_records_for_its_domain(tmp_path):
+    """Own identity, a secret, a relay that signs: exit 0; the records name the From domain and the relay."""
+    result = digest(sample_site(tmp_path, READY), "check", "--config", str(tmp_path / "digest.toml"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines()[-1] == "ready for real readers"
+    assert 'papers.acme.dev TXT "v=spf1 a:smtp.acme.dev ~all"' in result.stdout
+    assert "_dmarc.papers.acme.dev TXT" in result.stdout
+    assert 'note: delivery.transport is "outbox"' in result.stdout  # the last step, not yet taken
+    assert "assumed: a TLS proxy answers https://digest.papers.acme.dev" in result.stdout
+
+
+def test_check_of_an_invalid_setting_is_a_configuration_error(tmp_path):
+    """A base_url over http to another machine is refused when the settings are read: exit 2, one line."""
+    site = sample_site(tmp_path, '[newsletter]\nbase_url = "http://digest.papers.acme.dev"\n')
+    result = digest(site, "check")
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"digest: error: {site / 'digest.toml'}: newsletter.base_url must be an https URL")
+    assert len(result.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize(("base_url", "serve", "wanted"), [
+    ("http://127.0.0.1:9000", launch.Serve(), "digest serve --port 9000"),
+    ("http://127.0.0.1:9000", launch.Serve(port=9000), None),
+    ("http://localhost:8025/digest", launch.Serve(), None),
+    ("http://[::1]:8025", launch.Serve(), "digest serve --host ::1"),
+    ("http://[::1]:8025", launch.Serve(host="::1"), None),
+    ("http://127.0.0.2:8025", launch.Serve(host="0.0.0.0"), None),
+    ("https://localhost:8025", launch.Serve(), "http://localhost:8025"),
+    ("https://digest.papers.acme.dev", launch.Serve(), None),
+    ("https://digest.papers.acme.dev:8025", launch.Serve(host="0.0.0.0"), "put a TLS proxy in front"),
+    ("https://digest.papers.acme.dev/?x=1", launch.Serve(), "remove the part from '?'"),
+])
+def test_a_base_url_the_configured_serve_would_not_answer(tmp_path, base_url, serve, wanted):
+    """Port, loopback address, TLS and query compared with how `digest serve` is started (--host/--port)."""
+    config = build_config({"newsletter": {"base_url": base_url}}, base=tmp_path)
+    fixes = [f.fix for f in launch.served(config, serve)]
+    assert (wanted is None and fixes == []) or any(wanted in fix for fix in fixes), fixes
+
+
+@pytest.mark.parametrize(("settings", "placeholder"), [
+    ({"newsletter": {"from_address": "news@mail.example.com"}}, "newsletter.from_address"),
+    ({"newsletter": {"reply_to": "editor@news.example.com"}}, "newsletter.reply_to"),
+    ({"delivery": {"return_path": "bounces@example.net"}}, "delivery.return_path"),
+    ({"newsletter": {"base_url": "https://digest.example.org/papers"}}, "newsletter.base_url"),
+    ({"newsletter": {"base_url": "http://127.0.0.1:8025"}}, "newsletter.base_url"),
+    ({"newsletter": {"postal_address": "Acme, 1 Example Street, Leith"}}, "newsletter.postal_address"),
+])
+def test_each_placeholder_of_the_identity_is_found(tmp_path, settings, placeholder):
+    """Any address on a reserved example domain, the sample's base_url or street, or a base_url on this machine."""
+    raw = {"newsletter": {"from_address": "digest@papers.acme.dev", "base_url": "https://digest.papers.acme.dev",
+                          "postal_address": "Acme Papers, 12 Quay Road, Leith"}}
+    for section, values in settings.items():
+        raw.setdefault(section, {}).update(values)
+    found = launch.identity(build_config(raw, base=tmp_path))
+    assert [f.setting for f in found] == [placeholder] and found[0].stops_smtp
+
+
+def test_an_smtp_send_under_the_placeholder_stops_with_exit_2_and_sends_nothing(tmp_path):
+    """send, send --to, run, worker and schedule over SMTP with the sample's identity: one line, exit 2, nothing
+    reaches the server; the outbox is never blocked."""
+    server = Recorder()
+    with smtp_server(server) as port:
+        site = sample_site(tmp_path, smtp_settings(port))
+        for args in (["send", "--date", "2026-06-12"], ["run"], ["worker"], ["schedule"],
+                     ["send", "--subscriber", "ada@example.org", "--to", "tester@papers.acme.dev"]):
+            result = digest(site, *args)
+            assert result.returncode == 2, (args, result.stderr)
+            [line] = result.stderr.splitlines()
+            assert "placeholder identity (newsletter.from_address, newsletter.base_url, newsletter.postal_address)" \
+                in line and "--allow-placeholder" in line
+    assert server.messages == []
+    outbox = tmp_path / "outbox-site"
+    outbox.mkdir()
+    ingest(sample_site(outbox))
+    assert digest(outbox, "send", "--date", "2026-06-12", "--subscriber", "ada@example.org").returncode == 0
+    assert list((outbox / "outbox" / "2026-06-12").glob("*.eml"))
+
+
+def test_a_lab_sends_with_allow_placeholder_and_a_real_identity_sends_with_a_warning(tmp_path):
+    """--allow-placeholder (after the command, with -v) lets the sample's identity through; an own identity needs
+    no flag, and the missing secret is one warning line."""
+    server = Recorder()
+    with smtp_server(server) as port:
+        site = sample_site(tmp_path, smtp_settings(port))
+        ingest(site)
+        lab = digest(site, "send", "--date", "2026-06-12", "--subscriber", "ada@example.org", "--allow-placeholder",
+                     "-v")
+        assert lab.returncode == 0 and lab.stdout.startswith("2026-06-12: sent 1,"), lab.stderr
+        with (site / "digest.toml").open("a") as settings:
+            settings.write(IDENTITY)
+        real = digest(site, "send", "--date", "2026-06-12", "--subscriber", "margaret@example.org", DIGEST_SECRET="")
+    assert real.returncode == 0, real.stderr
+    warnings = [line for line in real.stderr.splitlines() if "not ready for real readers" in line]
+    assert len(warnings) == 1 and "newsletter.secret_env: $DIGEST_SECRET is not set" in warnings[0]
+    assert [m.message["From"].addresses[0].addr_spec for m in server.messages] == [
+        "digest@example.org", "digest@papers.acme.dev"]
+
+
+def test_the_dkim_warning_is_given_once_per_run_not_once_per_date(smtp_app, caplog):
+    """A `digest run` just before midnight UTC sends two digest dates (Tokyo's tomorrow, New York's today) with
+    one unsigned-mail warning."""
+    with smtp_server(Recorder()) as port:
+        app = smtp_app(port)
+        with caplog.at_level(logging.WARNING, logger="digest"):
+            report = jobs.run_job(app, datetime(2026, 6, 12, 23, 0, tzinfo=UTC))
+    assert sorted(str(s.day) for s in report.sends) == ["2026-06-12", "2026-06-13"]
+    assert [r.getMessage() for r in caplog.records].count(UNSIGNED) == 1
