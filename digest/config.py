@@ -161,7 +161,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("newsletter", "from_address", str, "digest@example.org", "The From address.", check="email"),
     Setting("newsletter", "reply_to", str, "", "Reply-To address (empty: none).", check="email"),
     Setting("newsletter", "base_url", str, "https://digest.example.org",
-            "Public https URL the unsubscribe, preferences and feedback links start with.", check="https"),
+            "Public https URL the unsubscribe, preferences and feedback links start with (http only for a "
+            "local trial on this machine: localhost, 127.0.0.0/8, [::1]).", check="https"),
     Setting("newsletter", "postal_address", str, "Paper Digest, 1 Example Street, Example City",
             "Postal address shown in every footer (required of bulk senders by CAN-SPAM)."),
     Setting("newsletter", "unsubscribe_mailto", str, "",
@@ -349,9 +350,27 @@ def _url_problem(value: str, *, https: bool = False) -> str | None:
     except ValueError as exc:
         return f"must be a URL ({exc})"
     schemes = ("https",) if https else ("http", "https")
+    if https and parts.scheme == "http" and parts.hostname and is_loopback_host(parts.hostname):
+        return None  # a local trial of every link against `digest serve`; readers elsewhere need https (RFC 8058)
     if parts.scheme not in schemes or not parts.hostname or " " in value:
-        return f"must be an {'https' if https else 'http or https'} URL with a host, like https://example.org/"
+        if https:
+            return ("must be an https URL with a host, like https://example.org/ (http only for this machine: "
+                    "localhost, 127.0.0.1 or [::1])")
+        return "must be an http or https URL with a host, like https://example.org/"
     return None
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether a URL's host is this machine: localhost, 127.0.0.0/8 or ::1 (the only hosts base_url may name over
+    http)."""
+    import ipaddress
+
+    if host.lower().rstrip(".") == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _timezone_problem(value: str) -> str | None:
