@@ -105,6 +105,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("webhooks", "resend_env", str, "DIGEST_RESEND_WEBHOOK_SECRET",
             "Environment variable holding Resend's webhook signing secret (`whsec_…`); set, `digest serve` "
             "answers `POST /webhooks/resend` (unset: 404)."),
+    Setting("webhooks", "ses_topics", list, [],
+            "Amazon SNS topic ARNs whose SES bounce and complaint notifications `POST /webhooks/ses` accepts (the "
+            "message's SNS signature checked against SNS's certificate); empty: 404."),
     Setting("smtp", "host", str, "localhost", "SMTP server (relay or submission server).", check="host"),
     Setting("smtp", "port", int, 587, "SMTP port: 587 for starttls, 465 for ssl, 25 between servers.", minimum=1,
             maximum=65535),

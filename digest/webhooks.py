@@ -5,6 +5,8 @@ events read into the `Report`s a bounce mailbox gives (so `digest.bounces` match
 - Postmark: no signature; HTTP basic auth in the webhook URL, checked by the web layer.
 - SendGrid: ECDSA (P-256, SHA-256) over the timestamp header + the raw body, under the verification key.
 - Resend: Svix's scheme (Standard Webhooks), verified by the `standardwebhooks` library.
+- Amazon SES: an SNS message, RSA-signed (SignatureVersion 1: SHA1, 2: SHA256) under the certificate its
+  SigningCertURL names, which must be on sns.<region>.amazonaws.com over https; its topic must be one configured.
 
 An event is keyed by the provider's own id (`mailgun:<id>` …), so a provider's retry finds it recorded and
 changes nothing. Only failures make reports: delivered, opened or clicked events are answered and dropped.
@@ -247,6 +249,96 @@ def resend(body: bytes, headers: Mapping[str, str], secret: str) -> list[Report]
     given = data.get("headers") if isinstance(data.get("headers"), list) else []
     ids = [h.get("value") for h in given if isinstance(h, dict) and str(h.get("name", "")).lower() == "message-id"]
     return [_report(f"resend:{standard['webhook-id']}", failure, _iso(event.get("created_at")), message_ids=ids)]
+
+
+# -- Amazon SES via SNS --------------------------------------------------------------------------------------------
+
+SNS_HOST = re.compile(r"sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?")  # where SNS signing certificates and links live
+MAX_CERT_BYTES = 16_384  # an SNS signing certificate is about 2 KB
+_SNS_SIGNED = {"Notification": ("Message", "MessageId", "Subject", "Timestamp", "TopicArn", "Type"),
+               "SubscriptionConfirmation": ("Message", "MessageId", "SubscribeURL", "Timestamp", "Token", "TopicArn",
+                                            "Type"),
+               "UnsubscribeConfirmation": ("Message", "MessageId", "SubscribeURL", "Timestamp", "Token", "TopicArn",
+                                           "Type")}
+
+
+def sns_url_ok(url: str, *, scheme: str = "https", host: re.Pattern[str] = SNS_HOST, suffix: str = "") -> bool:
+    """Whether a URL an SNS message names is SNS's own (its certificate, its subscribe link): https on
+    sns.<region>.amazonaws.com, so a forged message cannot make us fetch or trust anything else."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return (parts.scheme == scheme and bool(host.fullmatch(parts.netloc)) and not parts.username
+            and parts.path.endswith(suffix))
+
+
+def sns_message(body: bytes, topics: Iterable[str], certificate: Callable[[str], bytes]) -> dict[str, Any]:
+    """An SNS message whose signature verifies under the certificate at its SigningCertURL (fetched by
+    `certificate`, which must refuse any URL that is not SNS's) and whose topic is one of `topics`."""
+    from cryptography import x509
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+    message = _json(body)
+    if not isinstance(message, dict) or message.get("Type") not in _SNS_SIGNED:
+        raise BadSignature("not an SNS message")
+    if message.get("TopicArn") not in set(topics):
+        raise BadSignature(f"topic {str(message.get('TopicArn'))[:200]!r} is not in webhooks.ses_topics")
+    version = str(message.get("SignatureVersion", ""))
+    if version not in ("1", "2"):
+        raise BadSignature(f"unknown SignatureVersion {version[:20]!r}")
+    signed = "".join(f"{key}\n{message[key]}\n" for key in _SNS_SIGNED[message["Type"]]
+                     if message.get(key) is not None)
+    try:
+        signature = base64.b64decode(str(message.get("Signature", "")), validate=True)
+        cert = x509.load_pem_x509_certificate(certificate(str(message.get("SigningCertURL", ""))))
+    except (ValueError, binascii.Error) as exc:
+        raise BadSignature(f"the signature or the signing certificate is unreadable: {exc}") from exc
+    public = cert.public_key()
+    if not isinstance(public, rsa.RSAPublicKey):
+        raise BadSignature("the signing certificate has no RSA key")
+    digest = hashes.SHA1() if version == "1" else hashes.SHA256()  # noqa: S303 (SNS's SignatureVersion 1 is SHA1)
+    try:
+        public.verify(signature, signed.encode(), padding.PKCS1v15(), digest)
+    except InvalidSignature as exc:
+        raise BadSignature("the SNS signature does not verify") from exc
+    return message
+
+
+def ses(message: Mapping[str, Any]) -> list[Report]:
+    """The SES bounce or complaint notification an SNS Notification carries (notifications or event publishing)."""
+    inner = _json(str(message.get("Message", "")).encode())
+    if not isinstance(inner, dict):
+        raise BadEvent("the SNS Message is not an SES notification")
+    kind = inner.get("notificationType") or inner.get("eventType")
+    mail = inner.get("mail") if isinstance(inner.get("mail"), dict) else {}
+    common = mail.get("commonHeaders") if isinstance(mail.get("commonHeaders"), dict) else {}
+    given = mail.get("headers") if isinstance(mail.get("headers"), list) else []
+    ids = [common.get("messageId")] + [h.get("value") for h in given
+                                      if isinstance(h, dict) and str(h.get("name", "")).lower() == "message-id"]
+    if kind == "Bounce":
+        block = inner.get("bounce") if isinstance(inner.get("bounce"), dict) else {}
+        permanent = block.get("bounceType") == "Permanent"
+        failures = tuple(Failure(str(r.get("emailAddress", "")).lower(),
+                                 bounce_kind(permanent, _status(r.get("status"), r.get("diagnosticCode"))),
+                                 _status(r.get("status"), r.get("diagnosticCode")), _line(r.get("diagnosticCode")))
+                         for r in block.get("bouncedRecipients") or [] if isinstance(r, dict))
+    elif kind == "Complaint":
+        block = inner.get("complaint") if isinstance(inner.get("complaint"), dict) else {}
+        feedback = str(block.get("complaintFeedbackType") or "abuse")
+        if feedback == "not-spam":
+            return []
+        failures = tuple(Failure(str(r.get("emailAddress", "")).lower(), "complaint", feedback,
+                                 "Amazon SES: the recipient marked it as spam")
+                         for r in block.get("complainedRecipients") or [] if isinstance(r, dict))
+    else:
+        return []  # deliveries, sends, opens
+    if not failures:
+        return []
+    return [Report(key=f"ses:{message.get('MessageId')}", kind="webhook", failures=failures[:100],
+                   message_ids=_ids(ids), addresses=(str(mail.get("source", "")),), unsubscribe_links=(),
+                   digest_dates=(), arrived=_iso(block.get("timestamp")))]
 
 
 PROVIDERS: dict[str, Callable[[bytes, Mapping[str, str], str], list[Report]]] = {

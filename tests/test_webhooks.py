@@ -7,20 +7,25 @@ import base64
 import hashlib
 import hmac
 import json
+import re
 import secrets
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
+from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
+from cryptography.x509.oid import NameOID
 from standardwebhooks.webhooks import Webhook
 
 from digest.store.tables import bounces, deliveries, mail_reports
+from digest.webhooks import sns_url_ok
 
 from . import mailsamples as ms
 from .conftest import DAY
+from .http_server import Reply, ScriptedServer
 from .test_bounces import ADA, ALAN, GRACE, KATHERINE, app_with_digests, mid
 from .web_server import Server
 
@@ -263,8 +268,149 @@ def test_a_provider_without_its_secret_is_not_served(make_config, subscribers_di
     app = app_with_digests(make_config(subscribers={"dir": str(subscribers_dir)}))
     server = Server(app)
     try:
-        for provider in ("mailgun", "sendgrid", "postmark", "resend", "nosuch"):
+        for provider in ("mailgun", "sendgrid", "postmark", "resend", "ses", "nosuch"):
             assert server.client.post(f"/webhooks/{provider}", content=b"{}").status_code == 404
     finally:
         server.close()
         app.close()
+
+
+# -- Amazon SES via SNS (documentation: "Verifying the signatures of Amazon SNS messages", the SES bounce and
+# complaint notification examples) ----------------------------------------------------------------------------------
+
+TOPIC = "arn:aws:sns:us-east-1:123456789012:digest-bounces"
+SNS_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+SNS_CERT = "/SimpleNotificationService-01d088a6f77103d0fe307c0069e40ed6.pem"
+
+
+def certificate(key: rsa.RSAPrivateKey) -> bytes:
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "sns.amazonaws.com")])
+    now = datetime.now(UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - timedelta(days=1))
+            .not_valid_after(now + timedelta(days=1)).sign(key, hashes.SHA256()))
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def sns_post(server: Server, message: dict, *, key: rsa.RSAPrivateKey = SNS_KEY, version: str = "2",
+             alter: dict | None = None):
+    """An SNS message signed as SNS signs (the listed keys, in order, as `key\\nvalue\\n`), then posted."""
+    keys = (("Message", "MessageId", "Subject", "Timestamp", "TopicArn", "Type") if message["Type"] == "Notification"
+            else ("Message", "MessageId", "SubscribeURL", "Timestamp", "Token", "TopicArn", "Type"))
+    text = "".join(f"{k}\n{message[k]}\n" for k in keys if message.get(k) is not None)
+    digest = hashes.SHA256() if version == "2" else hashes.SHA1()
+    signed = {**message, "SignatureVersion": version,
+              "Signature": base64.b64encode(key.sign(text.encode(), padding.PKCS1v15(), digest)).decode(),
+              **(alter or {})}
+    return server.client.post("/webhooks/ses", content=json.dumps(signed), headers={
+        "Content-Type": "text/plain; charset=UTF-8", "x-amz-sns-message-type": message["Type"],
+        "x-amz-sns-message-id": message["MessageId"], "x-amz-sns-topic-arn": message["TopicArn"]})
+
+
+def ses_notification(app, certs: ScriptedServer, inner: dict, message_id: str) -> dict:
+    return {"Type": "Notification", "MessageId": message_id, "TopicArn": TOPIC, "Message": json.dumps(inner),
+            "Timestamp": "2026-06-12T09:00:00.000Z", "SigningCertURL": certs.url(SNS_CERT),
+            "UnsubscribeURL": certs.url("/?Action=Unsubscribe")}
+
+
+def ses_bounce(app, recipient: str) -> dict:
+    return {"notificationType": "Bounce",
+            "bounce": {"bounceType": "Permanent", "bounceSubType": "General", "timestamp": "2026-06-12T09:00:01.000Z",
+                       "feedbackId": "00000137860315fd-869464a4-8680-4114-98d3-716fe35851f9-000000",
+                       "bouncedRecipients": [{"emailAddress": recipient, "action": "failed", "status": "5.1.1",
+                                              "diagnosticCode": "smtp; 550 5.1.1 user unknown"}]},
+            "mail": {"timestamp": "2026-06-12T08:59:59.000Z", "source": "digest@example.org",
+                     "messageId": "00000137860315fd-34208509-5b74-41f3-95c5-22c1edc3c924-000000",
+                     "destination": [recipient], "headersTruncated": False,
+                     "commonHeaders": {"from": ["Paper Digest <digest@example.org>"], "to": [recipient],
+                                       "messageId": mid(app, recipient), "subject": "Your papers"}}}
+
+
+@pytest.fixture
+def ses_hooked(make_config, subscribers_dir):
+    """`digest serve` taking TOPIC's notifications, with SNS's certificate and links served by a local server
+    (the tests' stand-in for sns.<region>.amazonaws.com: only a test can point the check there)."""
+    app = app_with_digests(make_config(subscribers={"dir": str(subscribers_dir)}, webhooks={"ses_topics": [TOPIC]}))
+    replies = {SNS_CERT: [Reply(body=certificate(SNS_KEY), content_type="application/x-pem-file")],
+               "/": [Reply(body=b"<ConfirmSubscriptionResponse/>", content_type="text/xml")]}
+    with ScriptedServer(replies) as certs:
+        server = Server(app)
+        server.server.application.config["SNS_ORIGIN"] = ("http", re.compile(r"127\.0\.0\.1:\d+"))
+        yield server, certs
+        server.close()
+    app.close()
+
+
+def test_ses_subscription_is_confirmed_after_its_signature_verifies(ses_hooked):
+    """A signed SubscriptionConfirmation: SNS's certificate fetched, the SubscribeURL followed once; a forged one
+    (another key) is 401 and follows nothing."""
+    server, certs = ses_hooked
+    confirmation = {"Type": "SubscriptionConfirmation", "MessageId": "165545c9-2a5c-472c-8df2-7ff2be2b3b1b",
+                    "Token": "2336412f37", "TopicArn": TOPIC, "Timestamp": "2026-06-12T08:00:00.000Z",
+                    "Message": f"You have chosen to subscribe to the topic {TOPIC}.",
+                    "SubscribeURL": certs.url("/?Action=ConfirmSubscription&TopicArn=x&Token=2336412f37"),
+                    "SigningCertURL": certs.url(SNS_CERT)}
+    forged = sns_post(server, confirmation, key=rsa.generate_private_key(public_exponent=65537, key_size=2048))
+    assert forged.status_code == 401 and certs.hits("/?Action=ConfirmSubscription&TopicArn=x&Token=2336412f37") == 0
+    assert sns_post(server, confirmation, version="1").status_code == 200
+    assert certs.hits("/?Action=ConfirmSubscription&TopicArn=x&Token=2336412f37") == 1
+    assert certs.hits(SNS_CERT) == 1  # fetched once, then kept
+
+
+def test_ses_bounce_and_complaint_are_recorded_once(ses_hooked):
+    """SES's Permanent bounce for Ada's digest suppresses her and marks it bounced; its complaint for Grace
+    unsubscribes her; SNS redelivering the bounce changes nothing."""
+    server, certs = ses_hooked
+    bounce = ses_notification(server.app, certs, ses_bounce(server.app, ADA), "22b80b92-fdea-4c2c-8f9d-bdfb0c7bf324")
+    complaint = ses_notification(server.app, certs, {
+        "notificationType": "Complaint",
+        "complaint": {"complainedRecipients": [{"emailAddress": GRACE}], "complaintFeedbackType": "abuse",
+                      "timestamp": "2026-06-12T10:00:00.000Z", "feedbackId": "0000013786031775-fea503bc-000000"},
+        "mail": {**ses_bounce(server.app, GRACE)["mail"]}}, "33c80b92-fdea-4c2c-8f9d-bdfb0c7bf325")
+    assert sns_post(server, bounce).status_code == 200 and sns_post(server, complaint).status_code == 200
+    suppressed, rows, log = state(server)
+    assert suppressed[ADA].startswith("bounced: hard bounce 5.1.1") and log[ADA] == "bounced"
+    assert suppressed[GRACE].startswith("complaint:")
+    assert "already recorded 1" in sns_post(server, bounce).text and state(server) == (suppressed, rows, log)
+
+
+@pytest.mark.parametrize("tamper", ["another key", "message altered", "other topic", "certificate elsewhere",
+                                    "no signature"])
+def test_ses_forged_notifications_are_401_and_change_nothing(ses_hooked, tamper):
+    """Signed by another key, altered after signing, from a topic not configured, with a certificate URL that is
+    not SNS's, or unsigned: 401, nothing recorded."""
+    server, certs = ses_hooked
+    message = ses_notification(server.app, certs, ses_bounce(server.app, ADA), "forged-sns-1")
+    other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    response = {
+        "another key": lambda: sns_post(server, message, key=other),
+        "message altered": lambda: sns_post(server, message, alter={
+            "Message": json.dumps(ses_bounce(server.app, GRACE))}),
+        "other topic": lambda: sns_post(server, {**message, "TopicArn": TOPIC + "-other"}),
+        "certificate elsewhere": lambda: sns_post(server, {
+            **message, "SigningCertURL": "http://127.0.0.1.attacker.example" + SNS_CERT}),
+        "no signature": lambda: sns_post(server, message, alter={"Signature": ""}),
+    }[tamper]()
+    assert response.status_code == 401 and reports(server) == {} and state(server)[0] == {}
+
+
+def test_the_production_check_fetches_certificates_from_sns_alone(make_config, subscribers_dir):
+    """Without the tests' override, a certificate URL on any host but sns.<region>.amazonaws.com over https is
+    refused before anything is fetched."""
+    app = app_with_digests(make_config(subscribers={"dir": str(subscribers_dir)}, webhooks={"ses_topics": [TOPIC]}))
+    with ScriptedServer({SNS_CERT: [Reply(body=certificate(SNS_KEY))]}) as certs:
+        server = Server(app)
+        try:
+            message = ses_notification(app, certs, ses_bounce(app, ADA), "prod-1")
+            assert sns_post(server, message).status_code == 401 and certs.hits(SNS_CERT) == 0
+        finally:
+            server.close()
+            app.close()
+    for url, ok in (("https://sns.us-east-1.amazonaws.com/SimpleNotificationService-x.pem", True),
+                    ("https://sns.cn-north-1.amazonaws.com.cn/SimpleNotificationService-x.pem", True),
+                    ("http://sns.us-east-1.amazonaws.com/SimpleNotificationService-x.pem", False),
+                    ("https://sns.us-east-1.amazonaws.com.attacker.net/x.pem", False),
+                    ("https://user@sns.us-east-1.amazonaws.com/x.pem", False),
+                    ("https://sns.us-east-1.amazonaws.com/x.txt", False),
+                    ("https://evil.com/sns.us-east-1.amazonaws.com/x.pem", False)):
+        assert sns_url_ok(url, suffix=".pem") is ok, url

@@ -1,7 +1,8 @@
 """`POST /webhooks/<provider>`: email providers' bounce and complaint events, recorded as `digest bounces` does.
 
 Each provider's endpoint answers only once its secret is in the environment (the variable its
-`webhooks.*_env` setting names); until then it is 404. A request whose signature (or, for Postmark,
+`webhooks.*_env` setting names), Amazon SES's once `webhooks.ses_topics` names its SNS topics; until
+then it is 404. A request whose signature (or, for Postmark,
 basic-auth password) does not check out gets 401 and changes nothing. Each event is matched and
 recorded in its own transaction under the provider's event id, so a retried delivery is answered 200
 and counted once; one event that cannot be recorded does not stop the others.
@@ -15,9 +16,12 @@ import os
 from collections.abc import Mapping
 from datetime import date
 
+import httpx
 from flask import Blueprint, Flask, Response, abort, current_app, request
 
 from .. import bounces, webhooks
+from ..errors import DigestError
+from ..reports import Report
 from .common import current
 
 log = logging.getLogger("digest.webhooks")
@@ -37,6 +41,9 @@ def secrets_from(settings: object, environ: Mapping[str, str]) -> dict[str, str]
 def install(web: Flask, settings: object, url_prefix: str | None) -> None:
     """Answer the webhooks of the providers configured in `settings` (the `webhooks` section)."""
     web.config["WEBHOOK_SECRETS"] = secrets_from(settings, os.environ)
+    web.config["SES_TOPICS"] = tuple(getattr(settings, "ses_topics", ()))
+    web.config["SNS_ORIGIN"] = ("https", webhooks.SNS_HOST)  # tests alone point it at a local server
+    web.config["SNS_CERTS"] = {}
     web.register_blueprint(blueprint, url_prefix=url_prefix)
 
 
@@ -46,20 +53,29 @@ def _text(body: str, status: int, **headers: str) -> Response:
 
 @blueprint.post("/webhooks/<provider>")
 def receive(provider: str) -> Response:
+    if provider == "ses":
+        return _ses()
     secret = current_app.config["WEBHOOK_SECRETS"].get(provider)
     if secret is None:
         abort(404)
     if provider == "postmark" and not _basic_password_is(secret):
         return _text("webhook password required", 401, **{"WWW-Authenticate": 'Basic realm="paper digest webhooks"'})
-    body = request.get_data(cache=False)
     try:
-        reports = webhooks.PROVIDERS[provider](body, request.headers, secret)
-    except webhooks.BadSignature as exc:
-        log.warning("%s webhook refused: %s", provider, exc)
+        reports = webhooks.PROVIDERS[provider](request.get_data(cache=False), request.headers, secret)
+    except (webhooks.BadSignature, webhooks.BadEvent) as exc:
+        return _refused(provider, exc)
+    return _record(provider, reports)
+
+
+def _refused(provider: str, exc: webhooks.BadSignature | webhooks.BadEvent) -> Response:
+    log.warning("%s webhook refused: %s", provider, exc)
+    if isinstance(exc, webhooks.BadSignature):
         return _text(f"bad signature: {exc}", 401)
-    except webhooks.BadEvent as exc:
-        log.warning("%s webhook unreadable: %s", provider, exc)
-        return _text(f"unreadable event: {exc}", 400)
+    return _text(f"unreadable event: {exc}", 400)
+
+
+def _record(provider: str, reports: list[Report]) -> Response:
+    """Match and record each event in its own transaction, as `digest bounces` does a mailbox's reports."""
     app = current()
     matcher, soft = bounces.policy(app, date.today())
     counts = {"recorded": 0, "seen": 0}
@@ -72,6 +88,79 @@ def receive(provider: str) -> Response:
             log.warning("%s webhook: a %s event about %s names no digest of ours", provider,
                         report.failures[0].kind, report.failures[0].recipient or "(no recipient)")
     return _text(f"recorded {counts['recorded']}, already recorded {counts['seen']}", 200)
+
+
+# -- Amazon SES via SNS ---------------------------------------------------------------------------------------------
+
+SNS_TIMEOUT = 10  # seconds to fetch a signing certificate or follow a subscription's confirmation link
+
+
+def _ses() -> Response:
+    topics = current_app.config["SES_TOPICS"]
+    if not topics:
+        abort(404)
+    try:
+        message = webhooks.sns_message(request.get_data(cache=False), topics, _certificate)
+        if message["Type"] == "SubscriptionConfirmation":
+            return _confirm(message)
+        if message["Type"] == "UnsubscribeConfirmation":
+            log.warning("ses webhook: SNS says %s unsubscribed this endpoint", message.get("TopicArn"))
+            return _text("noted", 200)
+        reports = webhooks.ses(message)
+    except (webhooks.BadSignature, webhooks.BadEvent) as exc:
+        return _refused("ses", exc)
+    except _Unavailable as exc:  # our side could not check it now: SNS retries a 5xx
+        log.warning("ses webhook deferred: %s", exc)
+        return _text(str(exc), 503)
+    return _record("ses", reports)
+
+
+class _Unavailable(DigestError):
+    """SNS's certificate or confirmation link could not be reached (answered 503, so SNS retries)."""
+
+
+def _sns_url_ok(url: str, suffix: str = "") -> bool:
+    scheme, host = current_app.config["SNS_ORIGIN"]
+    return webhooks.sns_url_ok(url, scheme=scheme, host=host, suffix=suffix)
+
+
+def _certificate(url: str) -> bytes:
+    """SNS's signing certificate at `url` (only ever one of SNS's own), fetched once per server."""
+    cache: dict[str, bytes] = current_app.config["SNS_CERTS"]
+    if url in cache:
+        return cache[url]
+    if not _sns_url_ok(url, ".pem"):
+        raise webhooks.BadSignature(f"SigningCertURL {url[:200]!r} is not SNS's (https on sns.<region>.amazonaws.com)")
+    body = _get(url)
+    if len(body) > webhooks.MAX_CERT_BYTES:
+        raise webhooks.BadSignature(f"the signing certificate is over {webhooks.MAX_CERT_BYTES} bytes")
+    cache[url] = body
+    return body
+
+
+def _confirm(message: dict[str, object]) -> Response:
+    """Follow a verified SubscriptionConfirmation's link (SNS's own only), so the topic starts posting here."""
+    url = str(message.get("SubscribeURL", ""))
+    if not _sns_url_ok(url):
+        raise webhooks.BadSignature(f"SubscribeURL {url[:200]!r} is not SNS's")
+    _get(url)
+    log.warning("ses webhook: subscribed to %s", message.get("TopicArn"))
+    return _text("subscribed", 200)
+
+
+def _get(url: str) -> bytes:
+    try:
+        with httpx.stream("GET", url, timeout=SNS_TIMEOUT, follow_redirects=False) as response:
+            if response.status_code != 200:
+                raise _Unavailable(f"{url[:200]} answered {response.status_code}")
+            body = b""
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) > webhooks.MAX_CERT_BYTES:
+                    break
+            return body
+    except httpx.HTTPError as exc:
+        raise _Unavailable(f"{url[:200]}: {exc}") from exc
 
 
 def _basic_password_is(secret: str) -> bool:
