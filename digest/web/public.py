@@ -90,6 +90,17 @@ def not_found(_error: Exception) -> tuple[str, int]:
     return page("message", heading="Not found", text="There is nothing at this address."), 404
 
 
+@blueprint.get("/")
+def landing() -> Response | str:
+    """What `digest serve` says it serves on: the signup form when signups are open, else a line saying what this
+    server is (the links in the emails are what it answers)."""
+    if current().config.signup.enabled:
+        from .signup import landing_form  # (signup imports this module)
+
+        return landing_form(request.path.rstrip("/") + "/subscribe")
+    return page("landing")
+
+
 @blueprint.get("/unsubscribe/<token>")
 def unsubscribe_page(token: str) -> str:
     """A confirmation page: a GET (a person, or a scanner following the link) unsubscribes nobody."""

@@ -69,14 +69,16 @@ def _refused(exc: Refused) -> Response:
     return response
 
 
-def _form(form: Form, problems: list[str], status: int, *, given: bool) -> Response:
-    """The signup page (with the reader's values and what is wrong, after a POST), and its CSRF cookie."""
+def _form(form: Form, problems: list[str], status: int, *, given: bool, action: str | None = None) -> Response:
+    """The signup page (with the reader's values and what is wrong, after a POST), and its CSRF cookie; `action`:
+    where the form posts (default: here)."""
     cookie = request.cookies.get(COOKIE, "")
     if not _COOKIE_VALUE.match(cookie):
         cookie = secrets.token_urlsafe(24)
+    action = action or request.path
     html = page("subscribe", topics=current().config.topics, frequencies=FREQUENCIES, zones=sorted(zones()),
-                values=form, problems=problems, csrf=room().form_token(cookie), action=request.path, given=given,
-                script_url=request.path.rsplit("/", 1)[0] + "/subscribe.js")
+                values=form, problems=problems, csrf=room().form_token(cookie), action=action, given=given,
+                script_url=action.rsplit("/", 1)[0] + "/subscribe.js")
     response = Response(html, status, content_type="text/html; charset=utf-8")
     base = urlsplit(current().newsletter.base_url)
     response.set_cookie(COOKIE, cookie, httponly=True, samesite="Strict", path=base.path.rstrip("/") or "/",
@@ -89,6 +91,11 @@ def _form(form: Form, problems: list[str], status: int, *, given: bool) -> Respo
 def subscribe_page() -> Response:
     """The form: email, name, topics from the catalogue, own words, how often, time zone."""
     return _form(Form(), [], 200, given=False)
+
+
+def landing_form(action: str) -> Response:
+    """The signup form as the landing page (`/`), posting to `action` (the /subscribe beside it)."""
+    return _form(Form(), [], 200, given=False, action=action)
 
 
 @blueprint.get("/subscribe.js")
