@@ -27,6 +27,7 @@ from . import mailsamples as ms
 from .conftest import DAY
 from .http_server import Reply, ScriptedServer
 from .test_bounces import ADA, ALAN, GRACE, KATHERINE, app_with_digests, mid
+from .test_metrics import scrape, value
 from .web_server import Server
 
 MAILGUN_KEY = "key-" + "3" * 32
@@ -40,10 +41,10 @@ SENDGRID_PUBLIC = base64.b64encode(SENDGRID_KEY.public_key().public_bytes(
 @pytest.fixture
 def hooked(make_config, subscribers_dir, monkeypatch):
     """`digest serve` over the example subscribers, their digests of DAY sent, every provider's secret set."""
-    for name, value in (("DIGEST_MAILGUN_SIGNING_KEY", MAILGUN_KEY), ("DIGEST_POSTMARK_WEBHOOK_PASSWORD",
-                        POSTMARK_PASSWORD), ("DIGEST_SENDGRID_VERIFICATION_KEY", SENDGRID_PUBLIC),
-                        ("DIGEST_RESEND_WEBHOOK_SECRET", RESEND_SECRET)):
-        monkeypatch.setenv(name, value)
+    for name, secret in (("DIGEST_MAILGUN_SIGNING_KEY", MAILGUN_KEY), ("DIGEST_POSTMARK_WEBHOOK_PASSWORD",
+                         POSTMARK_PASSWORD), ("DIGEST_SENDGRID_VERIFICATION_KEY", SENDGRID_PUBLIC),
+                         ("DIGEST_RESEND_WEBHOOK_SECRET", RESEND_SECRET)):
+        monkeypatch.setenv(name, secret)
     app = app_with_digests(make_config(subscribers={"dir": str(subscribers_dir)}))
     server = Server(app)
     yield server
@@ -372,6 +373,10 @@ def test_ses_bounce_and_complaint_are_recorded_once(ses_hooked):
     assert suppressed[ADA].startswith("bounced: hard bounce 5.1.1") and log[ADA] == "bounced"
     assert suppressed[GRACE].startswith("complaint:")
     assert "already recorded 1" in sns_post(server, bounce).text and state(server) == (suppressed, rows, log)
+    samples = scrape(server)  # /metrics counts what the webhooks recorded, once
+    assert value(samples, "digest_bounces_total", kind="hard", status="5.1.1") == 1
+    assert value(samples, "digest_bounce_reports_total", outcome="complaint") == 1
+    assert value(samples, "digest_suppressed_addresses", reason="complaint") == 1
 
 
 @pytest.mark.parametrize("tamper", ["another key", "message altered", "other topic", "certificate elsewhere",

@@ -44,14 +44,17 @@ class StoreCollector(Collector):
 
 
 def _digests(snap: Snapshot) -> Iterator[Metric]:
-    digests = GaugeMetricFamily("digest_digests", "Digests in the send log by state (pending: deferred after a "
-                                "temporary failure; bounced: sent, then reported as a hard bounce).", labels=["state"])
-    for state in sorted({*STATES, *snap.digests}):
-        digests.add_metric([state], snap.digests.get(state, 0))
+    digests = GaugeMetricFamily("digest_digests", "Digests in the send log of the latest two digest dates, by date "
+                                "and state (pending: deferred after a temporary failure; bounced: sent, then "
+                                "reported as a hard bounce).", labels=["date", "state"])
+    for day in sorted({day for day, _ in snap.digests}):
+        for state in sorted({*STATES, *(s for d, s in snap.digests if d == day)}):
+            digests.add_metric([day.isoformat(), state], snap.digests.get((day, state), 0))
     yield digests
-    queue = GaugeMetricFamily("digest_queue_depth", "Digests waiting to be sent, by state.", labels=["state"])
+    queue = GaugeMetricFamily("digest_queue_depth", "Digests of those dates waiting to be sent, by state.",
+                              labels=["state"])
     for state in QUEUE_STATES:
-        queue.add_metric([state], snap.digests.get(state, 0))
+        queue.add_metric([state], sum(n for (_, s), n in snap.digests.items() if s == state))
     yield queue
     rate = GaugeMetricFamily("digest_send_rate_per_second",
                              f"Digests marked sent in the last {int(RATE_WINDOW.total_seconds())} s, per second.")
