@@ -38,18 +38,29 @@ SENDGRID_PUBLIC = base64.b64encode(SENDGRID_KEY.public_key().public_bytes(
     serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)).decode()
 
 
-@pytest.fixture
-def hooked(make_config, subscribers_dir, monkeypatch):
+def serving(make_config, subscribers_dir, monkeypatch, store: dict[str, str]):
     """`digest serve` over the example subscribers, their digests of DAY sent, every provider's secret set."""
     for name, secret in (("DIGEST_MAILGUN_SIGNING_KEY", MAILGUN_KEY), ("DIGEST_POSTMARK_WEBHOOK_PASSWORD",
                          POSTMARK_PASSWORD), ("DIGEST_SENDGRID_VERIFICATION_KEY", SENDGRID_PUBLIC),
                          ("DIGEST_RESEND_WEBHOOK_SECRET", RESEND_SECRET)):
         monkeypatch.setenv(name, secret)
-    app = app_with_digests(make_config(subscribers={"dir": str(subscribers_dir)}))
+    app = app_with_digests(make_config(subscribers={"dir": str(subscribers_dir)}, store=store))
     server = Server(app)
     yield server
     server.close()
     app.close()
+
+
+@pytest.fixture
+def hooked(make_config, subscribers_dir, monkeypatch):
+    """The server on SQLite."""
+    yield from serving(make_config, subscribers_dir, monkeypatch, {})
+
+
+@pytest.fixture
+def hooked_both(make_config, subscribers_dir, monkeypatch, store_url):
+    """The server on SQLite and on PostgreSQL."""
+    yield from serving(make_config, subscribers_dir, monkeypatch, {"url": store_url})
 
 
 def state(server: Server) -> tuple[dict[str, str], list[tuple], dict[str, str]]:
@@ -196,9 +207,10 @@ def sendgrid_events(app) -> list[dict]:
     ]
 
 
-def test_sendgrid_signed_batch_records_each_event_once(hooked):
+def test_sendgrid_signed_batch_records_each_event_once(hooked_both):
     """An ECDSA-signed batch: the bounce suppresses Katherine, the spam report Grace, the delivery is dropped;
-    the batch again records nothing more."""
+    the batch again records nothing more (SQLite and PostgreSQL)."""
+    hooked = hooked_both
     assert sendgrid_post(hooked, sendgrid_events(hooked.app)).status_code == 200
     suppressed, rows, log = state(hooked)
     assert suppressed[KATHERINE].startswith("bounced: hard bounce 5.0.0") and log[KATHERINE] == "bounced"
