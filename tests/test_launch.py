@@ -4,8 +4,10 @@ under the sample's identity stops (exit 2) unless it is a lab, and the DKIM warn
 from __future__ import annotations
 
 import logging
+import re
 import subprocess
 import sys
+import tomllib
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -168,3 +170,29 @@ def test_the_dkim_warning_is_given_once_per_run_not_once_per_date(smtp_app, capl
             report = jobs.run_job(app, datetime(2026, 6, 12, 23, 0, tzinfo=UTC))
     assert sorted(str(s.day) for s in report.sends) == ["2026-06-12", "2026-06-13"]
     assert [r.getMessage() for r in caplog.records].count(UNSIGNED) == 1
+
+
+def test_the_samples_commented_newsletter_table_is_caught_if_uncommented_unchanged(tmp_path):
+    """digest.toml's `[newsletter]` example, uncommented as it is, is still the placeholder identity."""
+    text = (Path(__file__).resolve().parent.parent / "digest.toml").read_text(encoding="utf-8")
+    table = text[text.index("# [newsletter]"):].split("\n\n")[0]
+    raw = tomllib.loads("\n".join(line.removeprefix("# ") for line in table.splitlines() if line.startswith("# ")))
+    found = launch.identity(build_config(raw, base=tmp_path))
+    assert [f.setting for f in found] == ["newsletter.from_address", "newsletter.base_url", "newsletter.postal_address"]
+
+
+def test_the_readme_says_how_to_go_live_in_order_and_its_contents_lead_somewhere():
+    """The "Going live" steps come in order after the commands, and every #link of the contents names a heading."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    going_live = readme[readme.index("## Going live"):readme.index("## Running unattended")]
+    steps = re.findall(r"^\d\. \*\*(.+?)\.\*\*", going_live, flags=re.M)
+    assert steps == ["Identity", "Secret", "DKIM", "base_url", "Check", "Switch the transport"]
+    assert readme.index("## Commands") < readme.index("## Going live") < readme.index("## Running unattended")
+
+    def slug(heading: str) -> str:
+        return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+
+    anchors = {slug(h) for h in re.findall(r"^#{2,3} (.+)$", readme, flags=re.M)}
+    contents = readme[readme.index("**Contents:**"):readme.index("---")]
+    links = set(re.findall(r"\]\(#([^)]+)\)", contents))
+    assert len(links) >= 20 and links <= anchors, links - anchors
