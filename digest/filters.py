@@ -100,9 +100,11 @@ def paper_url(paper: Paper) -> str:
 
 @lru_cache(maxsize=_CACHE)
 def paper_links(paper: Paper) -> tuple[tuple[str, str], ...]:
-    """The small links under a title, as (label, URL): PDF, code, project page, the Hugging Face page."""
+    """The small links under a title, as (label, URL): arXiv (the abstract page), PDF, code, project page, the
+    Hugging Face page (its comment count is the card's text, not a link's name)."""
     links = []
     if paper.arxiv_id:
+        links.append(("arXiv", ARXIV_ABS + _arxiv_path(paper)))
         links.append(("PDF", ARXIV_PDF + _arxiv_path(paper)))
     code = web_url(paper.github_url) or _code_in(paper.abstract)
     if code:
@@ -111,8 +113,7 @@ def paper_links(paper: Paper) -> tuple[tuple[str, str], ...]:
     if project and project != code:
         links.append(("Project page", project))
     if paper.arxiv_id and (paper.upvotes is not None or paper.comments is not None or paper.summary):
-        comments = paper.comments
-        links.append((counted(comments, "comment") if comments else "Hugging Face", HF_PAPER + _arxiv_path(paper)))
+        links.append(("Hugging Face", HF_PAPER + _arxiv_path(paper)))
     return tuple(links)
 
 

@@ -24,6 +24,7 @@ BUILTIN_TEMPLATES = next((p for p in (_HERE / "templates", _HERE.parent / "templ
                          _HERE.parent / "templates")
 BUILTIN_PREFIX = "builtin"
 PREHEADER_LIMIT = 140
+CONTENTS_LIMIT = 20  # "In this issue" lists the titles of a digest of at most this many papers
 
 __all__ = ["BUILTIN_TEMPLATES", "RenderError", "Renderer", "inline_css"]
 
@@ -119,4 +120,5 @@ def _context(digest: Digest, newsletter: Newsletter, links: Links) -> dict[str, 
         "newsletter": newsletter,
         "links": links,
         "again_section": AGAIN_SECTION,
+        "contents_limit": CONTENTS_LIMIT,
     }

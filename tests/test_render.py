@@ -60,7 +60,7 @@ def test_every_paper_has_title_link_meta_summary_and_reason(renderer):
     out = renderer.render(digest_of(*papers), NEWS, LINKS)
     soup = BeautifulSoup(out.html, "html.parser")
     for p in papers:
-        link = soup.find("a", string=p.title)
+        link = soup.find("a", class_="ttl", string=p.title)
         assert link is not None and link["href"] == paper_url(p)
         card = link.find_parent("td").get_text(" ", strip=True)
         assert "A. Author, B. Author" in card and "Published 12 Jun 2026" in card and f"▲ {p.upvotes}" in card
@@ -73,19 +73,23 @@ def test_every_paper_has_title_link_meta_summary_and_reason(renderer):
 
 
 def test_arxiv_papers_link_abstract_pdf_code_project_and_discussion(renderer):
-    """A paper with an arXiv id links its abstract (the title) and PDF; code, project page and the Hugging Face
-    discussion (with its comment count) when known; a link that is not http(s) is never made."""
+    """A paper with an arXiv id links its abstract (the title, and a link labelled arXiv) and PDF; code, project page
+    and the Hugging Face page (its comment count as text) when known; a link that is not http(s) is never made."""
     rich = paper(1, github_url="https://github.com/ada/kv", project_url="https://ada.example.org/kv", comments=4,
                  summary="It compresses the KV cache 4x.")
     bare = paper(2, arxiv_id=None, github_url="javascript:alert(1)", abstract="Code: https://github.com/b/c.")
     out = renderer.render(digest_of(rich, bare), NEWS, LINKS)
     soup = BeautifulSoup(out.html, "html.parser")
-    hrefs = {a.get_text(strip=True): a["href"] for a in soup.find("a", string=rich.title).find_parent("td")("a")}
+    hrefs = {a.get_text(strip=True): a["href"]
+             for a in soup.find("a", class_="ttl", string=rich.title).find_parent("td")("a")}
     assert hrefs[rich.title] == "https://arxiv.org/abs/2606.10001"
     assert hrefs["PDF"] == "https://arxiv.org/pdf/2606.10001"
-    assert hrefs["Code"] == "https://github.com/ada/kv" and hrefs["Project page"] == "https://ada.example.org/kv"
-    assert hrefs["4 comments"] == "https://huggingface.co/papers/2606.10001"
-    bare_card = soup.find("a", string=bare.title).find_parent("td")
+    assert hrefs["Code"] == "https://github.com/ada/kv" and hrefs["Project\xa0page"] == "https://ada.example.org/kv"
+    assert hrefs["arXiv"] == "https://arxiv.org/abs/2606.10001"  # labelled, beside PDF
+    assert hrefs["Hugging\xa0Face"] == "https://huggingface.co/papers/2606.10001"  # the count is text, not the name
+    rich_card = soup.find("a", class_="ttl", string=rich.title).find_parent("td")
+    assert "4 comments" not in hrefs and "4 comments" in rich_card.text
+    bare_card = soup.find("a", class_="ttl", string=bare.title).find_parent("td")
     assert {a.get_text(strip=True): a["href"] for a in bare_card("a")}.get("Code") == "https://github.com/b/c"
     assert "javascript:" not in out.html and "PDF" not in bare_card.get_text()
     for url in ("https://arxiv.org/pdf/2606.10001", "https://github.com/ada/kv", "https://github.com/b/c"):
@@ -110,8 +114,8 @@ def test_css_is_inlined_and_dark_mode_rules_kept(renderer):
     [data-ogsc] / [data-ogsb]) remain in <style>; the layout is fluid: 100% wide up to 600 px."""
     html = renderer.render(digest_of(paper(1)), NEWS, LINKS).html
     soup = BeautifulSoup(html, "html.parser")
-    title = soup.find("a", string=paper(1).title)
-    assert "font-size:18px" in title["style"]
+    title = soup.find("a", class_="ttl", string=paper(1).title)
+    assert "font-size:18px" in title.find_parent("h3")["style"] and "color:#111827" in title["style"]
     assert soup.find("meta", attrs={"name": "color-scheme"})["content"] == "light dark"
     style = "\n".join(tag.string for tag in soup.find_all("style") if tag.string)
     assert "prefers-color-scheme" in style
@@ -263,3 +267,35 @@ def test_fifty_real_papers_stay_under_gmail_clipping(renderer):
     assert part["Content-Transfer-Encoding"] == "7bit" and digest.count == 50
     assert out.html.count('class="card"') == 50 and out.html.count(">Code</a>") >= 16
     assert len(part.get_content().encode()) < 102 * 1024
+
+
+def test_in_this_issue_headings_and_named_feedback_links(renderer):
+    """The titles come first, linked and grouped by section ("In this issue", in both parts); sections are h2 and
+    titles h3 (styled inline); each feedback link's accessible name names its paper, and the pair has a line of its
+    own after the paper's links; a digest past CONTENTS_LIMIT papers has no list (the limit, tried)."""
+    from digest.render import CONTENTS_LIMIT
+
+    papers = [paper(n) for n in range(1, 5)]
+    out = renderer.render(digest_of(*papers, sections=2), NEWS, LINKS)
+    soup = BeautifulSoup(out.html, "html.parser")
+    assert [h.get_text(strip=True) for h in soup("h1")] == [NEWS.name]
+    assert [h.get_text(strip=True) for h in soup("h2")] == ["In this issue", "Topic 1 · 2", "Topic 2 · 2"]
+    assert [h.get_text(strip=True) for h in soup("h3")] == [p.title for p in papers]
+    assert all("margin:0" in h["style"] for h in soup("h2") + soup("h3"))
+    contents = soup.find("td", class_="toc")
+    assert [d.get_text() for d in contents("div")] == ["Topic 1", "Topic 2"]
+    assert [(a.get_text(), a["href"]) for a in contents("a")] == [(p.title, paper_url(p)) for p in papers]
+    card = soup.find("a", class_="ttl", string=papers[0].title).find_parent("td")
+    more, less = card.find("a", string="More like this"), card.find("a", string="Less like this")
+    assert more["aria-label"] == "More like this: " + papers[0].title  # (a long title cut at a word, with …)
+    assert less["aria-label"].startswith("Less like this: Paper number 1")
+    assert more.find_previous_sibling().name == "br" and less.find_previous_sibling() is more
+    head = out.text.split("Topic 1 (2)")[0]
+    assert "In this issue" in head and all(p.title in head for p in papers) and head.index("Topic 2") > 0
+
+    at_limit = renderer.render(digest_of(*[paper(n) for n in range(1, CONTENTS_LIMIT + 1)]), NEWS, LINKS)
+    past = renderer.render(digest_of(*[paper(n) for n in range(1, CONTENTS_LIMIT + 2)]), NEWS, LINKS)
+    assert "In this issue" in at_limit.html and "In this issue" in at_limit.text
+    assert "In this issue" not in past.html and "In this issue" not in past.text
+    one = renderer.render(digest_of(paper(1)), NEWS, LINKS)
+    assert "In this issue" not in one.html  # one paper: nothing to list
