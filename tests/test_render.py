@@ -88,7 +88,7 @@ def test_arxiv_papers_link_abstract_pdf_code_project_and_discussion(renderer):
     assert hrefs["arXiv"] == "https://arxiv.org/abs/2606.10001"  # labelled, beside PDF
     assert hrefs["Hugging\xa0Face"] == "https://huggingface.co/papers/2606.10001"  # the count is text, not the name
     rich_card = soup.find("a", class_="ttl", string=rich.title).find_parent("td")
-    assert "4 comments" not in hrefs and "4 comments" in rich_card.text
+    assert "4\xa0comments" not in hrefs and "4\xa0comments" in rich_card.text  # (one line)
     bare_card = soup.find("a", class_="ttl", string=bare.title).find_parent("td")
     assert {a.get_text(strip=True): a["href"] for a in bare_card("a")}.get("Code") == "https://github.com/b/c"
     assert "javascript:" not in out.html and "PDF" not in bare_card.get_text()
