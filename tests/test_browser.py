@@ -228,3 +228,16 @@ def test_after_a_one_click_unsubscribe_pause_instead(browser, web):
     until = web.app.store.preference(ADA).paused_until
     assert until is not None and (until - date.today()).days == 14
     page.close()
+
+
+def test_the_email_passes_axe_at_phone_and_desktop_light_and_dark(browser, web, axe_source):
+    """The digest as mailed, at 375 and 1280 px, light and dark: no serious or critical axe-core violation (now with
+    an h1, section h2s and title h3s, and feedback links that name their paper)."""
+    composed = web.app.compose(web.app.roster().find(ADA), DAY, web.app.pool(DAY))
+    page = browser.new_page()
+    page.set_content(composed.rendered.html)
+    check_screens(page, axe_source, "email")
+    assert page.get_by_role("heading", level=2, name="In this issue").is_visible()
+    title = composed.digest.items[0].paper.title
+    assert page.get_by_role("link", name=f"More like this: {title[:20]}").count() == 1
+    page.close()
