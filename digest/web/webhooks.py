@@ -24,6 +24,8 @@ from ..errors import DigestError
 from ..reports import Report
 from .common import current
 
+MAX_BODY_BYTES = 1024 * 1024  # a webhook's body: an SNS message is up to 256 KB, a SendGrid batch of 1,000 events more
+
 log = logging.getLogger("digest.webhooks")
 blueprint = Blueprint("webhooks", __name__)
 
@@ -53,6 +55,7 @@ def _text(body: str, status: int, **headers: str) -> Response:
 
 @blueprint.post("/webhooks/<provider>")
 def receive(provider: str) -> Response:
+    request.max_content_length = MAX_BODY_BYTES  # (the other routes keep the app's 64 KiB)
     if provider == "ses":
         return _ses()
     secret = current_app.config["WEBHOOK_SECRETS"].get(provider)
