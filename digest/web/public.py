@@ -119,8 +119,11 @@ def unsubscribe(token: str) -> str:
         abort(400)  # RFC 8058: a POST without this body is not a one-click unsubscribe (a scanner, a prefetch)
     current().store.suppress(subject.email, "unsubscribed")
     links = _links(subject)
+    # No dead end: resubscribe, or pause instead (the preferences page's own forms); once this email's preferences
+    # link has expired (an old email: it mints no fresh one), the signup page instead, where it is open.
+    again = not links and current().config.signup.enabled
     return page("unsubscribe", email=subject.email, done=True, resubscribe_url=links.preferences if links else None,
-                pauses=PAUSES)  # no dead end: resubscribe, or pause instead (the preferences page's own forms)
+                pauses=PAUSES, signup_url=request.path.rsplit("/unsubscribe/", 1)[0] + "/subscribe" if again else None)
 
 
 @blueprint.route("/preferences/<token>", methods=["GET", "POST"])
