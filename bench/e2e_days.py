@@ -348,7 +348,8 @@ class DaysRun:
         return store
 
     def run(self, variant: Variant) -> list[Day]:
-        folder = self.bench.out / "runs" / f"days-{self.site.spec.subscribers}-{variant.key}"
+        spec = self.site.spec  # the folder names the days too: two runs of different lengths must not share it
+        folder = self.bench.out / "runs" / f"days-{spec.days}x{spec.per_day}-{spec.subscribers}-{variant.key}"
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
         store = self.fresh_store(variant, folder)
