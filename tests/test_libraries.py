@@ -19,7 +19,8 @@ from digest import libraries as L
 from digest.errors import DigestError
 from digest.libraries import Library, LibraryEntry, LibraryError, parse_library, read_library
 
-FAST = 2.0  # seconds a hostile file may take
+FAST = 15.0  # seconds a hostile file may take: a guard against quadratic work (minutes on these inputs), not a
+# speed figure (a loaded shared machine took 2 s for the slowest, a quiet one well under 1)
 
 
 def write(tmp_path: Path, name: str, content: str | bytes) -> Path:
