@@ -80,6 +80,7 @@ class App:
         self.dense = DenseEmbedder(self.store, progress=True) if self.settings.text_model else None  # loaded when used
         self._corpus: CorpusStats | None = None
         self._pool_corpus: CorpusStats | None = None
+        self._warned: set[str] = set()  # profile problems logged by this process (a command syncs more than once)
         self.retry = RetryPolicy(config.delivery.attempts, float(config.delivery.retry_delay),
                                  breaker=config.delivery.max_connection_failures)
         self._transport = transport
@@ -134,7 +135,9 @@ class App:
             report.problems.append(Problem(str(folder), 0, "no subscriber profiles (*.toml) here and none imported: "
                                                            "nobody to send to"))
         for problem in report.problems:
-            log.warning("%s%s", "skipping profile: " if problem.line else "", problem)
+            if str(problem) not in self._warned:
+                self._warned.add(str(problem))
+                log.warning("%s%s", "skipping profile: " if problem.line else "", problem)
         return report
 
     def prepare_interests(self, subscribers: Sequence[Subscriber]) -> None:

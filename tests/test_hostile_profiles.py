@@ -181,6 +181,8 @@ def test_check_and_a_run_agree_and_the_good_profiles_are_sent(tmp_path):
     sent = sorted(p.name for p in (site / "outbox" / "2026-06-12").glob("*.eml"))
     assert sent == ["ada@example.org.eml", "alan@example.org.eml"]
     assert set(re.findall(r"/([^/\s]+\.toml):\d+: ", run.stderr)) == set(HOSTILE)
+    problems = [line for line in run.stderr.splitlines() if ".toml:" in line]
+    assert len(problems) == len(set(problems)), run.stderr  # each said once, though a run reads the roster twice
 
 
 # -- CSV imports: the same limits, a row at a time -------------------------------------------------------------
