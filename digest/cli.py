@@ -136,6 +136,7 @@ def _parser() -> argparse.ArgumentParser:
                                               "the operator's preview pages")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     serve.add_argument("--port", type=_port, default=8025, help="port (default: 8025; 0: any free port)")
+    _allow_placeholder(serve)
 
     check = commands.add_parser("check", help="what is not ready for real readers, each with its setting and fix; "
                                               "the DNS records to publish")
@@ -330,13 +331,13 @@ def cmd_preview(config: Config, args: argparse.Namespace) -> int:
     return EXIT_FAILED if problems and not args.subscriber else EXIT_OK
 
 
-def _launch_gate(config: Config, args: argparse.Namespace) -> None:
+def _launch_gate(config: Config, args: argparse.Namespace, what: str = "this SMTP send") -> None:
     """The checks every send over SMTP starts with: a placeholder identity stops it (exit 2), the rest warns once."""
     from .launch import ALLOW_ENV, smtp_gate
 
     if config.delivery.transport == "smtp" and not getattr(args, "dry_run", False):
         allow = args.allow_placeholder or os.environ.get(ALLOW_ENV) == "1"
-        for warning in smtp_gate(config, os.environ, allow_placeholder=allow):
+        for warning in smtp_gate(config, os.environ, allow_placeholder=allow, what=what):
             logging.getLogger("digest").warning(warning)
 
 
@@ -479,6 +480,8 @@ def cmd_serve(config: Config, args: argparse.Namespace) -> int:
     from .launch import url_host
     from .web import serve  # Flask and waitress load only for this command
 
+    if config.signup.enabled:  # its confirmation and welcome emails go out as the digests do
+        _launch_gate(config, args, what="`digest serve`'s signup emails over SMTP")
     app = _app(config)
     home = urlsplit(config.newsletter.base_url).path.rstrip("/") + "/"  # the public pages answer under its path
     try:

@@ -208,14 +208,15 @@ def check(config: Config, environ: Mapping[str, str], serve: Serve) -> list[Find
     return [*identity(config), *secret(config, environ), *dkim(config, environ), *served(config, serve)]
 
 
-def smtp_gate(config: Config, environ: Mapping[str, str], *, allow_placeholder: bool) -> list[str]:
+def smtp_gate(config: Config, environ: Mapping[str, str], *, allow_placeholder: bool,
+              what: str = "this SMTP send") -> list[str]:
     """Checked when a send over SMTP starts: a placeholder identity stops it (ConfigError, exit 2) unless
     `allow_placeholder` (a lab, which is warned of nothing more); with a real identity, what else is certain
     without `digest serve`'s flags (the secret) comes back as warnings."""
     stops = identity(config)
     if stops and not allow_placeholder:
         names = ", ".join(dict.fromkeys(f.setting for f in stops))
-        raise ConfigError(f"{config.source or 'settings'}: this SMTP send would go out under the sample's "
+        raise ConfigError(f"{config.source or 'settings'}: {what} would go out under the sample's "
                           f"placeholder identity ({names}); set your own in [newsletter] (`digest check` lists each "
                           f"fix), or pass --allow-placeholder (${ALLOW_ENV}=1) for a lab")
     if stops:

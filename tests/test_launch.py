@@ -121,12 +121,12 @@ def test_each_placeholder_of_the_identity_is_found(tmp_path, settings, placehold
 
 
 def test_an_smtp_send_under_the_placeholder_stops_with_exit_2_and_sends_nothing(tmp_path):
-    """send, send --to, run, worker and schedule over SMTP with the sample's identity: one line, exit 2, nothing
-    reaches the server; the outbox is never blocked."""
+    """send, send --to, run, worker, schedule, and serve (its signup emails) over SMTP with the sample's identity:
+    one line, exit 2, nothing reaches the server; the outbox is never blocked."""
     server = Recorder()
     with smtp_server(server) as port:
         site = sample_site(tmp_path, smtp_settings(port))
-        for args in (["send", "--date", "2026-06-12"], ["run"], ["worker"], ["schedule"],
+        for args in (["send", "--date", "2026-06-12"], ["run"], ["worker"], ["schedule"], ["serve", "--port", "0"],
                      ["send", "--subscriber", "ada@example.org", "--to", "tester@papers.acme.dev"]):
             result = digest(site, *args)
             assert result.returncode == 2, (args, result.stderr)
