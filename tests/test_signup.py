@@ -20,7 +20,7 @@ from digest.catalogue import import_path
 from digest.config import load_config
 from digest.pipeline import App
 from digest.signup import Signups
-from digest.web.public import FREQUENCIES
+from digest.web.common import FREQUENCIES
 
 from .conftest import SEEDS, cli_env, sample_site
 from .smtpd import Recorder, smtp_server

@@ -165,7 +165,7 @@ class BounceStore(Base):
                  .where((bounces.c.kind == LIFTED) & (bounces.c.reported_at > since)).group_by(bounces.c.email))
         seen: dict[str, set[object]] = {}
         with self.engine.connect() as conn:
-            lifted = dict(conn.execute(lifts).tuples().all())
+            lifted = dict(conn.execute(lifts).all())
             for row in conn.execute(query):
                 if row.email not in lifted or row.reported_at > lifted[row.email]:
                     seen.setdefault(row.email, set()).add(row.digest_date or row.report)

@@ -127,7 +127,8 @@ def make_server(web: Flask, host: str, port: int, *, threads: int = 4, channel_t
                          clear_untrusted_proxy_headers=False, connection_limit=_connection_limit(),
                          channel_timeout=channel_timeout, cleanup_interval=cleanup_interval,
                          asyncore_use_poll=True,  # select() stops at file descriptor 1024
-                         max_request_header_size=MAX_HEADER_BYTES, max_request_body_size=webhooks.MAX_BODY_BYTES)  # (Flask holds the other routes to MAX_BODY_BYTES)
+                         # (the webhooks' bound: Flask holds every other route to MAX_BODY_BYTES)
+                         max_request_header_size=MAX_HEADER_BYTES, max_request_body_size=webhooks.MAX_BODY_BYTES)
 
 
 def _connection_limit() -> int:

@@ -7,6 +7,11 @@ from typing import Any
 from flask import current_app, request
 
 from ..pipeline import App
+from ..subscribers import WEEKDAYS
+
+FREQUENCIES = [("daily", "Every day"), ("weekdays", "Monday to Friday")] + [
+    (f"weekly:{day}", f"Once a week, on {name}") for day, name in zip(
+        WEEKDAYS, ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"), strict=True)]
 
 CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data: https:; form-action 'self'; "
        "base-uri 'none'; frame-ancestors 'none'")

@@ -19,16 +19,13 @@ from urllib.parse import urlsplit
 from flask import Blueprint, Response, abort, current_app, request
 
 from ..models import MAX_ROW_ID, Links
-from ..subscribers import WEEKDAYS
 from ..tokens import BadToken, Token
-from .common import current, page
+from .common import FREQUENCIES, current, page
 from .guard import same_site
+from .signup import landing_form
 
 blueprint = Blueprint("public", __name__)
 
-FREQUENCIES = [("daily", "Every day"), ("weekdays", "Monday to Friday")] + [
-    (f"weekly:{day}", f"Once a week, on {name}") for day, name in zip(
-        WEEKDAYS, ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"), strict=True)]
 PAUSES = [(7, "For a week"), (14, "For two weeks"), (30, "For a month"), (90, "For three months")]
 
 
@@ -95,8 +92,6 @@ def landing() -> Response | str:
     """What `digest serve` says it serves on: the signup form when signups are open, else a line saying what this
     server is (the links in the emails are what it answers)."""
     if current().config.signup.enabled:
-        from .signup import landing_form  # (signup imports this module)
-
         return landing_form(request.path.rstrip("/") + "/subscribe")
     return page("landing")
 

@@ -17,9 +17,8 @@ from urllib.parse import urlsplit
 from flask import Blueprint, Response, abort, current_app, request
 
 from ..signup import Form, Invalid, Refused, Signups, zones
-from .common import CSP, current, page
+from .common import CSP, FREQUENCIES, current, page
 from .guard import host_name, same_site
-from .public import FREQUENCIES
 
 blueprint = Blueprint("signup", __name__)
 
