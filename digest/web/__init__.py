@@ -22,11 +22,11 @@ from urllib.parse import urlsplit
 
 from flask import Flask, Response
 
+from ..config import is_loopback_host
 from ..errors import DigestError, UsageError
 from ..pipeline import App
 from . import guard, metrics, operator, public, signup, webhooks
 from .common import CSP
-from .guard import is_loopback
 
 log = logging.getLogger("digest")
 
@@ -58,7 +58,7 @@ def create_app(app: App, *, operator_password: str | None, bind: str = "127.0.0.
     web = Flask("digest.web")
     web.config["DIGEST_APP"] = app
     web.config["OPERATOR_PASSWORD"] = operator_password
-    web.config["OPERATOR_OPEN_OK"] = is_loopback(bind)
+    web.config["OPERATOR_OPEN_OK"] = is_loopback_host(bind)
     web.config["CSRF_KEY"] = secrets.token_bytes(32)  # operator forms' tokens: good until the server restarts
     web.config["LINK_DAYS"] = app.config.web.link_days
     web.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES  # also under a server other than `make_server`'s: 413
@@ -100,7 +100,7 @@ def serve(app: App, host: str, port: int, *, password_env: str, threads: int = 4
                           "running? choose another --port)") from exc
     ready(host, int(server.effective_port))
     if password is not None and not os.environ.get(password_env):
-        where = f"http://{'localhost' if is_loopback(host) else host}:{server.effective_port}/admin/"
+        where = f"http://{'localhost' if is_loopback_host(host) else host}:{server.effective_port}/admin/"
         print(f"operator pages: {where} (user: operator, password: {password}); "
               f"set ${password_env} to choose the password", file=out, flush=True)
     server.run()
@@ -109,7 +109,7 @@ def serve(app: App, host: str, port: int, *, password_env: str, threads: int = 4
 def operator_password(app: App, host: str, password_env: str) -> str | None:
     """The operator pages' password: from the environment, else made now; None only when the login is off."""
     if not app.config.web.operator_login:
-        if not is_loopback(host):
+        if not is_loopback_host(host):
             raise UsageError(f"serving on {host} with web.operator_login = false would expose the operator pages: "
                              "turn the login back on or bind to 127.0.0.1")
         return None

@@ -11,25 +11,16 @@
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
 from flask import Flask, Response, current_app, request
 
+from ..config import is_loopback_host
+
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 WILDCARDS = ("", "0.0.0.0", "::")
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
-
-
-def is_loopback(host: str) -> bool:
-    """Whether a bind address only accepts connections from this machine."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def allowed_hosts(base_url: str, bind: str) -> frozenset[str]:
@@ -37,7 +28,7 @@ def allowed_hosts(base_url: str, bind: str) -> frozenset[str]:
     hosts = {urlsplit(base_url).hostname or ""}
     if bind not in WILDCARDS:
         hosts.add(bind.strip("[]").lower())
-    if bind in WILDCARDS or is_loopback(bind):
+    if bind in WILDCARDS or is_loopback_host(bind):
         hosts.update(LOOPBACK_NAMES)
     return frozenset(h for h in hosts if h)
 
