@@ -35,6 +35,7 @@ from bibtexparser.model import Entry, ParsingFailedBlock
 
 from digest.errors import DigestError
 from digest.models import FIRST_DAY, LAST_DAY, REPLACEMENT, LibraryEntry, clean_arxiv_id
+from digest.sources._json import too_deep
 
 MAX_FILE_BYTES = 20_000_000  # a file's bytes (a text's characters for parse_library); a larger one is refused
 MAX_ENTRIES = 2_000  # entries kept; from the next usable one on, the rest of the file is skipped (one problem)
@@ -552,24 +553,10 @@ def _csl_json(text: str) -> Iterator[_Item]:
 
 
 def _check_json_depth(text: str) -> None:
-    """_Refused when JSON nests deeper than MAX_JSON_DEPTH, found without recursing, in linear time.
-
-    Escaped backslashes and quotes are dropped, then all but quotes and brackets, then the strings (two adjacent
-    quotes never have a bracket between them, so dropping them keeps every bracket in or out of its string).
-    Each pass over the brackets left removes the innermost pairs: the passes needed are the depth. A pile of
-    unpaired brackets is refused too, since json would recurse into it."""
-    data = text.encode("utf-8", "surrogatepass").replace(b"\\\\", b"").replace(b'\\"', b"")  # escapes
-    marks = data.translate(None, _NOT_QUOTES_OR_BRACKETS).replace(b'""', b"")  # strings without brackets go
-    brackets = _JSON_STRING.sub(b"", marks).translate(_CURLY_AS_SQUARE)
-    for _ in range(MAX_JSON_DEPTH):
-        inner = brackets.replace(b"[]", b"")
-        if len(inner) == len(brackets):
-            break
-        brackets = inner
-    if b"[]" in brackets:
+    """_Refused when JSON nests deeper than MAX_JSON_DEPTH (found without recursing, in linear time: the ingest's
+    check, `sources._json.too_deep`; unclosed brackets count as nesting, since json would recurse into them)."""
+    if too_deep(text, MAX_JSON_DEPTH) is not None:
         raise _Refused(f"JSON nested deeper than {MAX_JSON_DEPTH} levels: not a CSL-JSON export")
-    if len(brackets) > MAX_JSON_DEPTH:
-        raise _Refused("invalid JSON: brackets that do not pair up, or a string that never ends")
 
 
 def _json_int(digits: str) -> int | None:

@@ -49,20 +49,20 @@ def loads(text: str) -> object:
     return DECODER.decode(text)
 
 
-def too_deep(text: str) -> int | None:
-    """The offset in `text` where JSON nesting (outside strings) passes MAX_JSON_DEPTH, else None.
+def too_deep(text: str, limit: int = MAX_JSON_DEPTH) -> int | None:
+    """The offset in `text` where JSON nesting (outside strings) passes `limit`, else None.
 
     Unclosed brackets count as nesting too, since the decoder recurses into them before it finds them
     unclosed. Text with few brackets is not scanned at all (most records).
     """
-    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
+    if text.count("[") + text.count("{") <= limit:
         return None
     depth = 0
     for token in _TOKEN.finditer(text):
         mark = text[token.start()]
         if mark in "[{":
             depth += 1
-            if depth > MAX_JSON_DEPTH:
+            if depth > limit:
                 return token.start()
         elif mark in "]}":
             depth -= 1
