@@ -150,9 +150,7 @@ def _one(store: Store, item: Item, matcher: Matcher, soft: SoftPolicy, summary: 
     if store.seen_reports([report.key]):
         summary.counts["seen"] += 1
         return
-    events = _events(report, matcher)
-    outcome = _outcome(report, events)
-    made = store.record_report(report.key, outcome, events, soft)
+    outcome, made = record(store, report, matcher, soft)
     if made is None:  # another process recorded it meanwhile
         summary.counts["seen"] += 1
         return
