@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Sequence
-from datetime import date
+from dataclasses import dataclass
+from datetime import date, datetime
 
 import numpy as np
 import sqlalchemy as sa
@@ -12,6 +13,15 @@ import sqlalchemy as sa
 from ..models import MAX_ROW_ID, LibraryEntry, Paper, clean_arxiv_id, normalise_title
 from .engine import Base
 from .tables import _from_row, _now, cache, embeddings, feedback, libraries, papers
+
+
+@dataclass(frozen=True)
+class Mark:
+    """One "more / less like this" a reader gave: the paper, +1 or -1, and when."""
+
+    paper: Paper
+    value: int
+    marked_at: datetime
 
 
 class FeedbackStore(Base):
@@ -25,6 +35,27 @@ class FeedbackStore(Base):
             conn.execute(feedback.delete().where(key))
             conn.execute(feedback.insert().values(subscriber=subscriber, paper_id=paper_id, value=value,
                                                   created_at=_now()))
+
+    def marks_of(self, email: str, limit: int) -> tuple[list[Mark], int]:
+        """A reader's latest `limit` marks (any case of the address), newest first, and how many there are in all."""
+        mine = sa.func.lower(feedback.c.subscriber) == email.lower()
+        query = (sa.select(papers, feedback.c.value.label("mark"), feedback.c.created_at.label("marked_at"))
+                 .join(feedback, feedback.c.paper_id == papers.c.id).where(mine)
+                 .order_by(feedback.c.created_at.desc(), feedback.c.paper_id.desc()).limit(limit))
+        with self.engine.connect() as conn:
+            total = conn.execute(sa.select(sa.func.count()).select_from(feedback).where(mine)).scalar_one()
+            return [Mark(_from_row(row), row.mark, row.marked_at) for row in conn.execute(query)], int(total)
+
+    def remove_feedback(self, email: str, paper_id: int | None = None) -> int:
+        """Forget a reader's mark on one paper, or (None) every mark and the model learned from them; how many went.
+        The next send learns from what is left (a learned model is kept under a fingerprint of its marks)."""
+        key = email.lower()
+        mine = sa.func.lower(feedback.c.subscriber) == key
+        with self.write() as conn:
+            if paper_id is not None:
+                return int(conn.execute(feedback.delete().where(mine & (feedback.c.paper_id == paper_id))).rowcount)
+            conn.execute(cache.delete().where(sa.func.lower(cache.c.key) == f"feedback-model/{key}"))
+            return int(conn.execute(feedback.delete().where(mine)).rowcount)
 
     def feedback_by_subscriber(self, subscribers: str | Sequence[str] | None = None) -> dict[str, dict[int, int]]:
         """Every subscriber's feedback (or that of one or some): paper id → +1 or -1."""

@@ -220,6 +220,26 @@ class RosterStore(Base):
         if before - set(libraries):
             drop_unused_libraries(conn, before - set(libraries))
 
+    def profile_of(self, email: str) -> tuple[str, Subscriber] | None:
+        """Where one address's profile comes from (file, import, web) and the profile as stored, no preference
+        applied (what a page that edits it starts from); None for an address nobody has."""
+        query = sa.select(subscribers.c.source, subscribers.c.profile, subscribers.c.path).where(
+            subscribers.c.email_key == email.lower())
+        with self.engine.connect() as conn:
+            row = conn.execute(query).first()
+        return (row.source, subscriber_of(row.profile, row.path)) if row else None
+
+    def replace_web_profile(self, subscriber: Subscriber) -> bool:
+        """Replace a web subscriber's profile (its delivery slot with it), as confirming a signup again does; False,
+        changing nothing, when the address is not a web subscriber's (a profile file's or an import's is theirs)."""
+        with self.write() as conn:
+            source = conn.execute(sa.select(subscribers.c.source).where(
+                subscribers.c.email_key == subscriber.email.lower())).scalar()
+            if source != "web":
+                return False
+            self._put(conn, [subscriber_row(subscriber, "web", None)])
+        return True
+
     def remove_subscriber(self, email: str, source: str) -> bool:
         with self.write() as conn:
             result = conn.execute(subscribers.delete().where(

@@ -1,0 +1,298 @@
+"""The "Your interests" page (`/interests/<token>`) over real HTTP (waitress) and a real store: a web reader sees
+and edits every interest, topic, send time and time zone, checked by the profile files' own validator; the next
+digest follows; a profile file's reader sees theirs read-only; marks are listed, removable and reset."""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterator
+from datetime import date, timedelta
+
+import pytest
+
+from digest.libraries import digest_of
+from digest.models import Interest, LibraryEntry, Subscriber
+from digest.pipeline import App
+from digest.store import Store
+from digest.store.roster import profile_json
+from digest.store.signups import SignupRecord
+from digest.store.tables import _now
+from digest.subscribers import parse_profile
+from digest.topics import read_topics
+from digest.web.interests import MAX_MARKS_SHOWN, zone_groups
+
+from .conftest import DAY, SEEDS, background_papers
+from .web_server import Server
+
+ADA = "ada@example.org"  # a profile file's subscriber
+READER = "Reader@example.org"  # a web subscriber (signed up and confirmed)
+TOPICS = [{"name": "LLM inference", "summary": "Serving large language models fast and cheaply.",
+           "keywords": ["KV cache", "speculative decoding", "LLM serving", "quantization"]},
+          {"name": "Robots", "summary": "Robot learning and manipulation.", "keywords": ["robot", "manipulation"]}]
+LIBRARY = (LibraryEntry("Attention Is All You Need", "The Transformer, based solely on attention.", "1706.03762"),
+           LibraryEntry("Deep Residual Learning for Image Recognition", "Residual networks.", "1512.03385"))
+KEY = digest_of(LIBRARY)
+
+
+def web_reader(store: Store, subscriber: Subscriber) -> None:
+    """A web subscriber as a reader becomes one: a pending signup, confirmed (the store's own path)."""
+    nonce = "ab" * 16
+    store.put_signup(SignupRecord(email=subscriber.email, status="pending", nonce=nonce,
+                                  profile=profile_json(subscriber), requested_at=_now(), form_version="v",
+                                  ip_hash="ip", detail=""), expired_before=_now() - timedelta(hours=48))
+    assert store.confirm_signup(subscriber.email, nonce, "ip").outcome == "confirmed"
+
+
+@pytest.fixture
+def site(make_config) -> Iterator[Server]:
+    """`digest serve` over the example subscribers, a topic catalogue, and one web reader with a library."""
+    app = App(make_config())
+    app.config.topics = read_topics(TOPICS, "test")
+    app.ingest([SEEDS], seen_on=DAY)
+    app.store.put_library(KEY, LIBRARY)
+    topic = app.config.topics[0].interest
+    web_reader(app.store, Subscriber(
+        email=READER, name="Reader", timezone="Europe/London", interests=(
+            topic, Interest("In your words", ("diffusion", "image generation")),
+            Interest("My library", description="Papers like the ones I keep.", library_key=KEY,
+                     library_source="upload: library.bib"))))
+    server = Server(app)
+    yield server
+    server.close()
+    app.close()
+
+
+def url(site: Server, email: str = READER, issued: date | None = None) -> str:
+    """The reader's interests page: the preferences link's token under /interests/."""
+    return site.path(site.app.links_for(email, issued).preferences).replace("/preferences/", "/interests/")
+
+
+def form(page: str) -> dict[str, object]:
+    """The save form's fields as a browser would send them unchanged (checked boxes, selected options)."""
+    save = page.split('name="do" value="save"', 1)[1].split("</form>", 1)[0]
+    fields: dict[str, object] = {"do": "save"}
+    for tag in re.findall(r"<input [^>]*>", save):
+        name, value = re.search(r'name="([^"]+)"', tag), re.search(r'value="([^"]*)"', tag)
+        if name and ('type="checkbox"' not in tag or " checked" in tag):
+            fields.setdefault(name.group(1), []).append(html.unescape(value.group(1) if value else ""))
+    for name, text in re.findall(r'<textarea [^>]*name="([^"]+)"[^>]*>(.*?)</textarea>', save, re.S):
+        fields[name] = [html.unescape(text)]
+    select = re.search(r'<select [^>]*name="timezone".*?</select>', save, re.S).group(0)
+    fields["timezone"] = [re.search(r'<option value="([^"]+)" selected>', select).group(1)]
+    return {k: v[0] if isinstance(v, list) and len(v) == 1 and k != "topics" else v for k, v in fields.items()}
+
+
+def stored(site: Server, email: str = READER) -> Subscriber:
+    return site.app.store.profile_of(email)[1]
+
+
+def test_a_web_reader_sees_every_interest_topic_time_and_zone(site):
+    """The page shows the own interests' names, keywords and descriptions, the library's count, the topic ticked,
+    the send time and the time zone selected in a picker grouped by region, and the preferences page links to it."""
+    page = site.client.get(url(site))
+    assert page.status_code == 200 and "script-src 'self'" in page.headers["Content-Security-Policy"]
+    assert 'value="In your words"' in page.text and ">diffusion, image generation</textarea>" in page.text
+    assert ">Papers like the ones I keep.</textarea>" in page.text and "2 papers in its library" in page.text
+    assert 'value="LLM inference" checked' in page.text and 'value="Robots">' in page.text
+    assert 'value="LLM inference"' not in page.text.split("<legend>Interest 1")[1]  # a topic is ticked, not edited
+    assert 'name="send_at" value="07:00"' in page.text
+    assert '<optgroup label="Europe">' in page.text and '<option value="Europe/London" selected>London' in page.text
+    assert "data-guess" not in page.text  # the reader's own zone: the script preselects nothing
+    preferences = site.client.get(site.path(site.app.links_for(READER).preferences))
+    assert f'href="{url(site)}"' in preferences.text
+    assert site.client.get(url(site)).text == page.text  # a GET changes nothing
+
+
+def test_an_edit_applies_to_the_next_digest(site):
+    """Renaming an interest and changing its words, unticking a topic, ticking another, adding an interest, moving
+    the send time and zone: stored as the reader's profile (the library kept), the delivery slot moved, and the next
+    digest composed by the app has the new sections and none of the old."""
+    app = site.app
+    before = app.compose(app.roster().find(READER), DAY, app.pool(DAY))
+    assert "LLM inference" in {s.name for s in before.digest.sections}
+    fields = form(site.client.get(url(site)).text)
+    fields.update({"name-0": "Reinforcement learning", "keywords-0": "reinforcement learning, reward model",
+                   "topics": ["Robots"], "name-2": "Protein design", "keywords-2": "protein",
+                   "send_at": "18:30", "timezone": "America/New_York"})
+    saved = site.client.post(url(site), data=fields)
+    assert saved.status_code == 200 and "Saved. Your next digest follows these interests." in saved.text
+    profile = stored(site)
+    assert [i.name for i in profile.interests] == ["Robots", "Reinforcement learning", "My library", "Protein design"]
+    assert profile.interests[1].keywords == ("reinforcement learning", "reward model")
+    assert (profile.interests[2].library_key, profile.interests[2].description) == (
+        KEY, "Papers like the ones I keep.")
+    assert app.store.library_entries(KEY) == LIBRARY
+    assert (profile.timezone, f"{profile.send_at:%H:%M}") == ("America/New_York", "18:30")
+    assert any((s.timezone, f"{s.send_at:%H:%M}") == ("America/New_York", "18:30") for s in app.store.slot_counts())
+    after = app.compose(app.roster().find(READER), DAY + timedelta(days=1), app.pool(DAY))
+    sections = {s.name: s for s in after.digest.sections}
+    assert "Reinforcement learning" in sections and not {"LLM inference", "In your words"} & set(sections)
+    assert "Reinforcement learning" not in before.rendered.html
+    assert all("reinforcement" in (i.paper.title + i.paper.abstract).lower()
+               for i in sections["Reinforcement learning"].items)
+    assert "Reinforcement learning" in after.rendered.html
+
+
+def test_removing_an_interest_and_leaving_the_new_one_blank(site):
+    """A ticked "Remove this interest" drops it; the blank "Add an interest" adds nothing; unchanged fields stay."""
+    fields = form(site.client.get(url(site)).text)
+    fields["remove-0"] = "1"
+    assert site.client.post(url(site), data=fields).status_code == 200
+    assert [i.name for i in stored(site).interests] == ["LLM inference", "My library"]
+
+
+def test_mistakes_are_the_profile_validators_with_what_was_typed_kept(site, tmp_path):
+    """A keyword past the limit, an unknown zone, a bad time and a topic's name: 422, each message the profile file
+    validator's (naming the interest as the page shows it), the typed values kept in the form, nothing stored."""
+    before = stored(site)
+    long_keyword = "k" * 101
+    fields = form(site.client.get(url(site)).text)
+    fields.update({"keywords-0": f"video, {long_keyword}", "timezone": "Mars/Olympus", "send_at": "25:00",
+                   "name-2": "Robots", "keywords-2": "arms"})
+    page = site.client.post(url(site), data=fields)
+    assert page.status_code == 422 and "nothing was saved" in page.text
+    problems = [html.unescape(p) for p in re.findall(r"<li>(.*?)</li>", page.text.split('role="alert"')[1])]
+    # The same interest in a profile file: the validator's own words, "interest 2" there (the topic is first).
+    profile = tmp_path / "p.toml"
+    profile.write_text(f'email = "x@example.org"\ntimezone = "Mars/Olympus"\nsend_at = "25:00"\n'
+                       f'[[interests]]\nname = "LLM inference"\nkeywords = ["KV cache"]\n'
+                       f'[[interests]]\nname = "In your words"\nkeywords = ["video", "{long_keyword}"]\n')
+    _, file_problems = parse_profile(profile)
+    assert len(file_problems) == 3
+    assert problems == [m[:1].upper() + m[1:] if not m.startswith("interest 2: ") else
+                        "Interest 1 (In your words): " + m.removeprefix("interest 2: ")
+                        for m in (p.message for p in file_problems)] + [
+        "Interest 3: “Robots” is the name of a topic; tick the topic instead, or choose another name."]
+    assert f"video, {long_keyword}</textarea>" in page.text and 'value="25:00"' in page.text
+    assert 'name="name-2" value="Robots"' in page.text and ">arms</textarea>" in page.text  # the new one, as typed
+    assert stored(site) == before
+
+
+def test_an_interest_left_with_nothing_is_the_validators_problem(site):
+    """Clearing an interest's words: the profile validator's "give keywords, a description, …" and "name must be
+    a non-empty string"; a library-only interest stays valid by its library (as `library` does in a profile)."""
+    fields = form(site.client.get(url(site)).text)
+    fields.update({"name-0": " ", "keywords-0": "", "description-1": "", "keywords-1": ""})
+    page = site.client.post(url(site), data=fields)
+    assert page.status_code == 422
+    assert "Interest 1: name must be a non-empty string" in page.text
+    assert "Interest 1: give keywords, a description, seed_papers, a library or authors" in page.text
+    assert "Interest 2" not in page.text.split('role="alert"')[1].split("</div>")[0]
+    fields.update({"name-0": "Kept", "keywords-0": "agents"})
+    assert site.client.post(url(site), data=fields).status_code == 200
+    library = stored(site).interests[2]
+    assert (library.name, library.description, library.keywords, library.library_key) == ("My library", "", (), KEY)
+
+
+def test_the_validators_interest_limit_holds_on_the_page(site):
+    """51 interests (the limit is 50): the validator's message, nothing stored."""
+    fields = form(site.client.get(url(site)).text)
+    for n in range(2, 50):  # the topic, the 2 interests kept, 48 new ones
+        fields.update({f"name-{n}": f"Topic {n}", f"keywords-{n}": f"word{n}"})
+    page = site.client.post(url(site), data=fields)
+    assert page.status_code == 422 and "51 interests; a profile has at most 50" in html.unescape(page.text)
+    assert len(stored(site).interests) == 3
+
+
+def test_a_profile_files_reader_sees_their_interests_read_only(site):
+    """Ada's profile is a file: the page lists her interests with a line saying the operator manages them (the
+    file's path is not shown), offers no save form, and a forged save changes nothing (409)."""
+    page = site.client.get(url(site, ADA))
+    assert page.status_code == 200 and "managed by the newsletter's operator (a profile file)" in page.text
+    ada = site.app.roster().find(ADA)
+    for interest in ada.interests:
+        assert f"<dt>{html.escape(interest.name, quote=False)}</dt>" in page.text
+    assert 'value="save"' not in page.text and "subscribers/" not in page.text
+    refused = site.client.post(url(site, ADA), data={"do": "save", "name-0": "Changed", "keywords-0": "x",
+                                                     "send_at": "09:00", "timezone": "UTC"})
+    assert refused.status_code == 409 and "managed by the newsletter's operator" in refused.text
+    assert stored(site, ADA) == site.app.store.profile_of(ADA)[1] and stored(site, ADA).interests == ada.interests
+
+
+def test_marks_are_listed_each_removable_and_reset(site):
+    """The papers marked "more / less like this", newest first (the latest MAX_MARKS_SHOWN of more), each with a
+    Forget button naming it; one forgotten, then the reset forgets the rest and the model learned from them."""
+    store = site.app.store
+    papers = store.candidates(DAY, 3650)[:MAX_MARKS_SHOWN + 1]
+    for n, paper in enumerate(papers):
+        store.add_feedback(READER, paper.store_id, 1 if n % 2 else -1)
+    store.put_cache(f"feedback-model/{READER}", b"a model")
+    page = site.client.get(url(site))
+    assert f"(the latest {MAX_MARKS_SHOWN} of {MAX_MARKS_SHOWN + 1})" in page.text
+    assert page.text.count('name="do" value="unmark"') == MAX_MARKS_SHOWN
+    first = papers[-1]
+    assert f'<span class="sr"> “{html.escape(first.title, quote=False)}”</span>' in page.text
+    done = site.client.post(url(site), data={"do": "unmark", "paper": str(first.store_id)})
+    assert done.status_code == 200 and "Forgotten." in done.text
+    assert first.store_id not in store.feedback_by_subscriber(READER)[READER]
+    assert site.client.post(url(site), data={"do": "unmark", "paper": "x"}).status_code == 400
+    reset = site.client.post(url(site), data={"do": "reset"})
+    assert f"Forgotten: {MAX_MARKS_SHOWN} marks." in reset.text and "Nothing yet" in reset.text
+    assert store.feedback_by_subscriber(READER) == {} and store.get_cache(f"feedback-model/{READER}") is None
+
+
+def test_a_profile_files_reader_controls_their_marks_too(site):
+    """Marks are the reader's whatever the profile's source: Ada (a file) forgets hers."""
+    paper = site.app.store.candidates(DAY, 3650)[0]
+    site.app.store.add_feedback(ADA, paper.store_id, 1)
+    assert html.escape(paper.title, quote=False) in site.client.get(url(site, ADA)).text
+    assert site.client.post(url(site, ADA), data={"do": "reset"}).status_code == 200
+    assert site.app.store.feedback_by_subscriber(ADA) == {}
+
+
+def test_other_sites_bad_links_and_big_bodies_change_nothing(site):
+    """A POST naming another site: 403; a forged token: 400; an expired one: 410; a body past 64 KiB: 413; an
+    unknown action: 400. The stored profile is the same after each."""
+    before = stored(site)
+    fields = form(site.client.get(url(site)).text)
+    fields["name-0"] = "Changed"
+    assert site.client.post(url(site), data=fields, headers={"Origin": "https://evil.example"}).status_code == 403
+    assert site.client.post(url(site)[:-3] + "abc", data=fields).status_code == 400
+    old = url(site, issued=date.today() - timedelta(days=site.app.config.web.link_days + 1))
+    assert site.client.get(old).status_code == 410 and site.client.post(old, data=fields).status_code == 410
+    assert site.client.post(url(site), data={**fields, "description-0": "x" * 70_000}).status_code == 413
+    assert site.client.post(url(site), data={"do": "other"}).status_code == 400
+    assert stored(site) == before
+
+
+def test_everything_the_reader_typed_is_escaped(site):
+    """Markup in a name, keyword and description comes back as text, in the form and in the fieldset's legend."""
+    fields = form(site.client.get(url(site)).text)
+    fields.update({"name-0": '<script>alert(1)</script>"', "keywords-0": "</textarea><b>x</b>",
+                   "description-0": "<img src=x onerror=alert(1)>"})
+    page = site.client.post(url(site), data=fields)
+    assert page.status_code == 200
+    assert "<script>alert" not in page.text and "<img src=x" not in page.text and "<b>x</b>" not in page.text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;&#34;" in page.text and "&lt;/textarea&gt;&lt;b&gt;" in page.text
+
+
+def test_the_zone_picker_groups_by_region_and_keeps_an_outside_zone():
+    """Every region's zones under its own group, UTC first; a zone outside the regions (a profile's US/Eastern) is
+    offered too, so the page never changes it unasked."""
+    groups = dict(zone_groups("Europe/London"))
+    assert list(groups)[0] == "UTC" and ("Europe/London", "London") in groups["Europe"]
+    assert ("America/Argentina/Buenos_Aires", "Argentina – Buenos Aires") in groups["America"]
+    assert "Other" not in groups and sum(map(len, groups.values())) > 300
+    assert dict(zone_groups("US/Eastern"))["Other"] == [("US/Eastern", "US/Eastern")]
+
+
+def test_marks_and_web_profiles_on_both_databases(store_url):
+    """marks_of (newest first, any case), remove_feedback (one, then all), replace_web_profile (a web subscriber's
+    only) on SQLite and PostgreSQL alike."""
+    store = Store(store_url)
+    store.add_papers(background_papers()[:3], seen_on=DAY)
+    ids = [p.store_id for p in store.candidates(DAY, 1)]
+    for paper_id in ids:
+        store.add_feedback(READER, paper_id, 1)
+    marks, total = store.marks_of(READER.lower(), 2)
+    assert total == 3 and [m.paper.store_id for m in marks] == ids[::-1][:2] and marks[0].value == 1
+    assert store.remove_feedback(READER.upper(), ids[0]) == 1 and store.remove_feedback(READER, ids[0]) == 0
+    assert store.remove_feedback(READER) == 2 and store.marks_of(READER, 5) == ([], 0)
+    web_reader(store, Subscriber(email=READER, interests=(Interest("A", ("a",)),)))
+    store.put_subscribers([Subscriber(email=ADA, interests=(Interest("B", ("b",)),))], "import")
+    assert store.replace_web_profile(Subscriber(email=READER, interests=(Interest("C", ("c",)),)))
+    assert store.profile_of(READER)[1].interests == (Interest("C", ("c",)),)
+    assert not store.replace_web_profile(Subscriber(email=ADA, interests=(Interest("D", ("d",)),)))
+    assert store.profile_of(ADA) == ("import", Subscriber(email=ADA, interests=(Interest("B", ("b",)),), path=None))
+    store.close()
