@@ -22,7 +22,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from itsdangerous import BadSignature, URLSafeSerializer
 
-ACTIONS = ("unsubscribe", "preferences", "feedback", "view")
+ACTIONS = ("unsubscribe", "preferences", "feedback", "view", "archive", "feed")
+FOREVER = date(2000, 1, 1)  # the day of a link that must read the same for good: a reader's feed address (`web.feeds`)
 SEALED = ("signup-confirm",)  # sealed payloads of other rooms (`seal`), never read as link tokens
 _EPOCH = date(2000, 1, 1).toordinal()  # issue days are counted from here, in three bytes (until the year 47,000)
 

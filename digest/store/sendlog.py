@@ -11,11 +11,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ..models import Paper
 from .claims import CHUNK
 from .engine import Base, begin_immediate
 from .privacy import forgotten_key
 from .records import DeliveryRecord, Preference
-from .tables import _now, _record, deliveries, preferences, received, suppressions
+from .tables import _from_row, _now, _record, deliveries, papers, preferences, received, suppressions
 
 _SQLITE_TIME = "%Y-%m-%d %H:%M:%S.%f"  # how SQLAlchemy stores a DateTime in SQLite
 _SENT_UPDATE = ("UPDATE deliveries SET status = 'sent', detail = '', claimed_by = NULL, lease_until = NULL, "
@@ -82,6 +83,33 @@ class SendLogStore(Base):
                  .order_by(deliveries.c.subscriber).limit(limit))
         with self.engine.connect() as conn:
             return [_record(row) for row in conn.execute(query)]
+
+    def received_lately(self, subscriber: str, digests: int, limit: int) -> list[tuple[date, Paper]]:
+        """The papers of this subscriber's last `digests` digests as the send log recorded them (a paper received
+        before is recorded on its first day only), each with its digest's date: newest digest first, at most
+        `limit`. One query, on the `received` index (a reader's feed reads this on every poll)."""
+        mine = received.c.subscriber == subscriber
+        days = (sa.select(received.c.digest_date).where(mine).distinct()
+                .order_by(received.c.digest_date.desc()).limit(digests))
+        query = (sa.select(received.c.digest_date.label("digest_day"), papers)
+                 .join(papers, papers.c.id == received.c.paper_id)
+                 .where(mine & received.c.digest_date.in_(days.scalar_subquery()))
+                 .order_by(received.c.digest_date.desc(), received.c.paper_id).limit(limit))
+        with self.engine.connect() as conn:
+            return [(row.digest_day, _from_row(row)) for row in conn.execute(query)]
+
+    def past_digests(self, subscriber: str, limit: int) -> list[tuple[date, int]]:
+        """The days of this subscriber's last `limit` digests that went out, newest first, each with how many
+        papers the send log recorded for it (one query)."""
+        day = deliveries.c.digest_date
+        # (an outer join: a digest whose papers were all received before still counts, with 0)
+        query = (sa.select(day, sa.func.count(received.c.paper_id))
+                 .select_from(deliveries.outerjoin(received, (received.c.subscriber == deliveries.c.subscriber)
+                                                   & (received.c.digest_date == day)))
+                 .where((deliveries.c.subscriber == subscriber) & (deliveries.c.status == "sent"))
+                 .group_by(day).order_by(day.desc()).limit(limit))
+        with self.engine.connect() as conn:
+            return [(row[0], int(row[1])) for row in conn.execute(query)]
 
     def count_suppressed(self) -> int:
         with self.engine.connect() as conn:

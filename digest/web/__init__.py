@@ -25,7 +25,7 @@ from flask import Flask, Response
 from ..config import is_loopback_host
 from ..errors import DigestError, UsageError
 from ..pipeline import App
-from . import guard, interests, metrics, operator, public, signup, webhooks
+from . import feeds, guard, interests, metrics, operator, public, signup, webhooks
 from .common import CSP
 
 log = logging.getLogger("digest")
@@ -68,6 +68,7 @@ def create_app(app: App, *, operator_password: str | None, bind: str = "127.0.0.
     web.register_blueprint(public.blueprint, url_prefix=base or None)
     web.register_blueprint(signup.blueprint, url_prefix=base or None)
     web.register_blueprint(interests.blueprint, url_prefix=base or None)
+    web.register_blueprint(feeds.blueprint, url_prefix=base or None)
     if operator_pages:
         web.register_blueprint(operator.blueprint, url_prefix="/admin")
     metrics.install(web, app.store, os.environ.get(app.config.web.metrics_token_env, ""))

@@ -16,10 +16,10 @@ from dataclasses import replace
 from datetime import date, timedelta
 from urllib.parse import urlsplit
 
-from flask import Blueprint, Response, abort, current_app, request
+from flask import Blueprint, Response, abort, current_app, request, url_for
 
 from ..models import MAX_ROW_ID, Links
-from ..tokens import BadToken, Token
+from ..tokens import FOREVER, BadToken, Token
 from .common import FREQUENCIES, current, page
 from .guard import same_site
 from .signup import landing_form
@@ -45,14 +45,19 @@ def _token(action: str, token: str, *, erased: bool = False) -> Token:
 
 def _good_until(subject: Token) -> date:
     """The last day a preferences or feedback link dated like `subject` works (old undated links: from the upgrade)."""
-    return (subject.issued or current_app.config["LEGACY_SINCE"]) + timedelta(days=current_app.config["LINK_DAYS"])
+    return _issued(subject) + timedelta(days=current_app.config["LINK_DAYS"])
+
+
+def _issued(subject: Token) -> date:
+    """The day a link counts as made (old undated links: the day the web side first ran this version)."""
+    return subject.issued or current_app.config["LEGACY_SINCE"]
 
 
 def _links(subject: Token) -> Links | None:
     """The links a page offers, dated like the token that led to it; None once those would have expired."""
     if _good_until(subject) < date.today():
         return None
-    links = current().links_for(subject.email, subject.issued or current_app.config["LEGACY_SINCE"])
+    links = current().links_for(subject.email, _issued(subject))
     # As paths: this server answers under base_url's path whatever host the request named.
     return replace(links, unsubscribe=urlsplit(links.unsubscribe).path, preferences=urlsplit(links.preferences).path,
                    feedback=urlsplit(links.feedback).path)
@@ -138,7 +143,10 @@ def preferences(token: str) -> str | Response:
     return page("preferences", email=email, message=message, action=request.path, frequency=frequency,
                 frequency_label=dict(FREQUENCIES).get(frequency, frequency).lower(), frequencies=FREQUENCIES,
                 pauses=PAUSES, paused_until=paused, unsubscribed=reason is not None,
-                unsubscribe_url=links.unsubscribe if links else "", forget_url=f"{request.path}/forget")
+                unsubscribe_url=links.unsubscribe if links else "", forget_url=f"{request.path}/forget",
+                # the archive's link dated like this page's (it expires with it); the feed's, the same for good
+                archive_url=url_for("feeds.archive", token=app.signer.make("archive", email, _issued(subject))),
+                feed_url=None if reason else url_for("feeds.feed", token=app.signer.make("feed", email, FOREVER)))
 
 
 @blueprint.route("/preferences/<token>/forget", methods=["GET", "POST"])
@@ -187,11 +195,16 @@ def view(token: str) -> Response:
     subject = _token("view", token)
     if subject.issued is None:
         abort(400)
+    return mailed(subject.email, subject.issued)
+
+
+def mailed(email: str, day: date) -> Response:
+    """`email`'s digest of `day` as it was mailed (composed again, like a preview); 404 once not a subscriber."""
     app = current()
-    subscriber = app.store.subscribers_by_email([subject.email]).get(subject.email)  # one row, not the whole roster
+    subscriber = app.store.subscribers_by_email([email]).get(email)  # one row, not the whole roster
     if subscriber is None:
         abort(404)
-    composed = app.compose(subscriber, subject.issued, app.pool(subject.issued))
+    composed = app.compose(subscriber, day, app.pool(day))
     return Response(composed.rendered.html, content_type="text/html; charset=utf-8")
 
 
