@@ -25,7 +25,7 @@ from flask import Flask, Response
 from ..config import is_loopback_host
 from ..errors import DigestError, UsageError
 from ..pipeline import App
-from . import feeds, guard, interests, metrics, operator, public, signup, webhooks
+from . import feeds, guard, interests, metrics, operator, public, signup, webhooks, welcome
 from .common import CSP
 
 log = logging.getLogger("digest")
@@ -67,6 +67,7 @@ def create_app(app: App, *, operator_password: str | None, bind: str = "127.0.0.
     base = urlsplit(app.newsletter.base_url).path.rstrip("/")
     web.register_blueprint(public.blueprint, url_prefix=base or None)
     web.register_blueprint(signup.blueprint, url_prefix=base or None)
+    web.register_blueprint(welcome.blueprint, url_prefix=base or None)
     web.register_blueprint(interests.blueprint, url_prefix=base or None)
     web.register_blueprint(feeds.blueprint, url_prefix=base or None)
     if operator_pages:

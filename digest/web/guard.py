@@ -61,7 +61,8 @@ def _relative_location(response: Response) -> Response:
     location = response.headers.get("Location")
     if location:
         target = urlsplit(location)
-        response.headers["Location"] = (target.path or "/") + (f"?{target.query}" if target.query else "")
+        response.headers["Location"] = ((target.path or "/") + (f"?{target.query}" if target.query else "")
+                                        + (f"#{target.fragment}" if target.fragment else ""))  # (the page's place)
         response.autocorrect_location_header = False
     return response
 

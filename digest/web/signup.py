@@ -12,10 +12,12 @@ from __future__ import annotations
 import hmac
 import re
 import secrets
+from datetime import date
 from urllib.parse import urlsplit
 
 from flask import Blueprint, Response, abort, current_app, request
 
+from ..onboarding import choices
 from ..signup import Form, Invalid, Refused, Signups, zones
 from .common import CSP, FREQUENCIES, current, page
 from .guard import host_name, same_site
@@ -144,9 +146,13 @@ def confirm(token: str) -> Response:
     except Refused as exc:
         return _refused(exc)
     links = welcome.links
+    # The papers to rate (`digest.onboarding`), their forms posting to /welcome/<the reader's feedback token>/rate.
+    feedback_token = urlsplit(links.feedback).path.rsplit("/", 1)[1]
+    rate_url = f"{request.path.rsplit('/confirm/', 1)[0]}/welcome/{feedback_token}/rate"
     html = page("welcome", subscriber=welcome.subscriber, updated=welcome.updated, preview=welcome.preview,
-                frequency=room().describe(welcome.subscriber), problems=welcome.problems,
-                preferences_url=urlsplit(links.preferences).path, unsubscribe_url=urlsplit(links.unsubscribe).path)
+                frequency=room().describe(welcome.subscriber), problems=welcome.problems, confirmed=True,
+                preferences_url=urlsplit(links.preferences).path, unsubscribe_url=urlsplit(links.unsubscribe).path,
+                choices=choices(current(), welcome.subscriber, date.today()), rate_url=rate_url)
     response = Response(html, content_type="text/html; charset=utf-8")
     response.headers["Content-Security-Policy"] = CSP + "; frame-src 'self'"
     return response
