@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import date, timedelta
 
 import pytest
@@ -23,6 +24,7 @@ from digest.topics import read_topics
 from digest.web.interests import MAX_MARKS_SHOWN, zone_groups
 
 from .conftest import DAY, SEEDS, background_papers
+from .test_browser import axe_source, browser, check_screens  # noqa: F401 - the module's fixtures
 from .web_server import Server
 
 ADA = "ada@example.org"  # a profile file's subscriber
@@ -296,3 +298,54 @@ def test_marks_and_web_profiles_on_both_databases(store_url):
     assert not store.replace_web_profile(Subscriber(email=ADA, interests=(Interest("D", ("d",)),)))
     assert store.profile_of(ADA) == ("import", Subscriber(email=ADA, interests=(Interest("B", ("b",)),), path=None))
     store.close()
+
+
+def test_the_page_in_chromium_at_both_widths_light_and_dark(browser, axe_source, site):
+    """In Chromium: without a script the reader's stored zone (UTC) stays selected; with it, the browser's zone is
+    preselected. A mistake shows the alert and keeps the typed words; then the page (interests, topics, marks,
+    problems) and a profile file reader's read-only page pass axe-core at 375 and 1280 px, light and dark (no serious
+    or critical violation, the Save button's text at least 4.5:1); the corrected save stores the new interest."""
+    site.app.store.replace_web_profile(replace(stored(site), timezone="UTC"))
+    paper = site.app.store.candidates(DAY, 3650)[0]
+    site.app.store.add_feedback(READER, paper.store_id, 1)
+    plain = browser.new_context(java_script_enabled=False, timezone_id="Asia/Tokyo")
+    page = plain.new_page()
+    page.goto(site.base + url(site))
+    assert page.locator("#timezone").input_value() == "UTC"
+    plain.close()
+    context = browser.new_context(bypass_csp=True, timezone_id="Asia/Tokyo")  # (bypass: for axe's script)
+    page = context.new_page()
+    page.goto(site.base + url(site))
+    assert page.locator("#timezone").input_value() == "Asia/Tokyo"
+    page.get_by_label("Name").last.fill("Agents")
+    page.get_by_label("Keywords").last.fill("tool use, " + "w" * 101)
+    page.get_by_role("button", name="Save").click()
+    page.wait_for_load_state()
+    assert page.get_by_role("alert").is_visible() and "at most 100" in page.get_by_role("alert").inner_text()
+    check_screens(page, axe_source, "interests", button="Save")
+    page.get_by_label("Keywords").nth(2).fill("tool use, web agents")
+    page.get_by_role("button", name="Save").click()
+    page.wait_for_load_state()
+    assert "Saved." in page.inner_text("main")
+    profile = stored(site)
+    assert (profile.interests[-1].name, profile.interests[-1].keywords) == ("Agents", ("tool use", "web agents"))
+    assert profile.timezone == "Asia/Tokyo"
+    page.goto(site.base + url(site, ADA))
+    check_screens(page, axe_source, "interests, read-only")
+    context.close()
+
+
+def test_the_welcome_email_shows_the_readers_own_words(site):
+    """"In your words" in the welcome email's topics comes with the words typed (keywords, or the sentence), escaped
+    in the HTML part."""
+    from digest.signup import Signups
+    from digest.web.common import FREQUENCIES
+
+    room = Signups(site.app, dict(FREQUENCIES))
+    reader = stored(site)
+    words = replace(reader, interests=(reader.interests[0], Interest("In your words", description="<b>bold</b> ideas")))
+    for subscriber, shown in ((reader, "In your words (diffusion, image generation)"),
+                              (words, "In your words (<b>bold</b> ideas)")):
+        message = room.message("welcome", subscriber, {"links": site.app.links_for(READER)})
+        assert f"Topics: LLM inference, {shown}" in message.get_body(("plain",)).get_content()
+        assert f"Topics: LLM inference, {html.escape(shown, quote=False)}" in message.get_body(("html",)).get_content()
