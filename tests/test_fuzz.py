@@ -383,6 +383,8 @@ TOKEN_REQUESTS = [
     ("preferences", "GET", "/preferences/{t}", {}),
     ("feedback", "POST", "/feedback/{t}/1/more", {}),
     ("view", "GET", "/view/{t}", {}),
+    ("feed", "GET", "/feed/{t}", {}),
+    ("archive", "GET", "/archive/{t}", {}),
 ]
 
 
@@ -404,7 +406,8 @@ def test_an_altered_link_token_gets_400_and_changes_nothing(site, request_, data
 
 
 @cases("one action's token used for another", 60)
-@given(st.sampled_from(TOKEN_REQUESTS), st.sampled_from(["unsubscribe", "preferences", "feedback", "view"]),
+@given(st.sampled_from(TOKEN_REQUESTS), st.sampled_from(["unsubscribe", "preferences", "feedback", "view", "feed",
+                                                          "archive"]),
        st.sampled_from(["ada@example.org", "grace@example.org", "nobody@example.org"]))
 def test_a_token_made_for_another_action_is_refused(site, request_, other, email):
     """A valid token of one action on another action's route: 400, nothing changes."""
