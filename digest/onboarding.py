@@ -14,6 +14,7 @@ rate it (a mark would otherwise move the papers about under their cursor).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import date
@@ -24,6 +25,8 @@ from .select import Signals, rank
 
 if TYPE_CHECKING:
     from .pipeline import App
+
+log = logging.getLogger("digest")
 
 COUNT = 12  # papers offered to rate
 TRENDING = ""  # the interest a trending pick is for (the reader's interests left places, or there are none)
@@ -56,6 +59,16 @@ def choices(app: App, subscriber: Subscriber, day: date, *, count: int = COUNT) 
     lists.append((TRENDING, top(replace(subscriber, interests=()))))
     marks = app.store.feedback_by_subscriber(subscriber.email).get(subscriber.email, {})
     return [Choice(paper, name, marks.get(paper.store_id or 0, 0)) for name, paper in interleave(lists, count)]
+
+
+def offered(app: App, subscriber: Subscriber, day: date) -> list[Choice] | None:
+    """`choices`, or None (logged) when they could not be picked: the page around them goes on without them (a
+    confirmation, already done, must not end on an error page)."""
+    try:
+        return choices(app, subscriber, day)
+    except Exception:  # noqa: BLE001 - the welcome page says so instead
+        log.exception("onboarding: could not pick the papers to rate for %s", subscriber.email)
+        return None
 
 
 def interleave(lists: Sequence[tuple[str, Sequence[Paper]]], count: int) -> list[tuple[str, Paper]]:

@@ -165,6 +165,19 @@ def test_a_store_with_no_recent_papers_says_so(site):  # noqa: F811
         assert listed.status_code == 200 and "no recent papers to rate yet" in body(listed)
 
 
+def test_a_failure_to_pick_the_papers_still_confirms(site, monkeypatch, caplog):  # noqa: F811
+    """Should picking the papers fail (here the selector raises), the reader is subscribed all the same and the
+    welcome page says the papers could not be picked; the failure is logged with the address."""
+    def broken(*args, **kwargs):
+        raise RuntimeError("the selector broke")
+
+    monkeypatch.setattr(onboarding, "rank", broken)
+    page = confirm(site)
+    assert page.status_code == 200 and "could not be picked just now" in body(page) and 'srcdoc="' in page.text
+    assert site.app.store.owners([NEWT]) == {NEWT: ("web", None)}
+    assert "could not pick the papers to rate for newt@example.org" in caplog.text
+
+
 def test_rating_in_a_browser_passes_axe(browser, axe_source, site):  # noqa: F811
     """In Chromium, the welcome page after pressing "Confirm" and the list after marking one paper: no sideways
     scrolling and no serious or critical axe-core violation at 375 and 1280 px, light and dark; the pressed button

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from flask import Blueprint, Response, abort, current_app, request
 
-from ..onboarding import choices
+from ..onboarding import offered
 from ..signup import Form, Invalid, Refused, Signups, zones
 from .common import CSP, FREQUENCIES, current, page
 from .guard import host_name, same_site
@@ -152,7 +152,7 @@ def confirm(token: str) -> Response:
     html = page("welcome", subscriber=welcome.subscriber, updated=welcome.updated, preview=welcome.preview,
                 frequency=room().describe(welcome.subscriber), problems=welcome.problems, confirmed=True,
                 preferences_url=urlsplit(links.preferences).path, unsubscribe_url=urlsplit(links.unsubscribe).path,
-                choices=choices(current(), welcome.subscriber, date.today()), rate_url=rate_url)
+                choices=offered(current(), welcome.subscriber, date.today()), rate_url=rate_url)
     response = Response(html, content_type="text/html; charset=utf-8")
     response.headers["Content-Security-Policy"] = CSP + "; frame-src 'self'"
     return response

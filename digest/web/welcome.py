@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from flask import Blueprint, Response, abort, redirect, request
 
 from ..models import Links, Subscriber
-from ..onboarding import choices, rate
+from ..onboarding import offered, rate
 from .common import current, page
 from .guard import same_site
 from .public import _links, _token
@@ -38,7 +38,7 @@ def welcome(token: str) -> str:
     return page("welcome", subscriber=subscriber, confirmed=False, updated=False,
                 preferences_url=links.preferences if links else None,
                 view_url=urlsplit(links.view).path if links else None,
-                choices=choices(current(), subscriber, date.today()), rate_url=f"{request.path}/rate")
+                choices=offered(current(), subscriber, date.today()), rate_url=f"{request.path}/rate")
 
 
 @blueprint.post("/welcome/<token>/rate")
