@@ -34,7 +34,7 @@ import rispy
 from bibtexparser.model import Entry, ParsingFailedBlock
 
 from digest.errors import DigestError
-from digest.models import FIRST_DAY, LAST_DAY, REPLACEMENT, LibraryEntry, clean_arxiv_id
+from digest.models import FIRST_DAY, LAST_DAY, REPLACEMENT, Interest, LibraryEntry, clean_arxiv_id
 from digest.sources._json import too_deep
 
 MAX_FILE_BYTES = 20_000_000  # a file's bytes (a text's characters for parse_library); a larger one is refused
@@ -98,13 +98,28 @@ def read_library(path: Path) -> Library:
             data = file.read(MAX_FILE_BYTES + 1)  # never more, whatever the file claims to be
     except OSError as error:
         raise LibraryError(str(path), f"cannot read it: {error.strerror or error}") from None
+    return library_of_bytes(data, str(path))
+
+
+def library_of_bytes(data: bytes, where: str) -> Library:
+    """The library in a file's bytes (`where` names it in messages: a path, an uploaded file's name)."""
     if len(data) > MAX_FILE_BYTES:
-        raise LibraryError(str(path), f"larger than {MAX_FILE_BYTES:,} bytes: not a library export we read")
+        raise LibraryError(where, f"larger than {MAX_FILE_BYTES:,} bytes: not a library export we read")
     try:
         text = _decode(data)
     except _Refused as refused:
-        raise LibraryError(str(path), refused.reason, refused.line) from None
-    return parse_library(text, str(path))
+        raise LibraryError(where, refused.reason, refused.line) from None
+    return parse_library(text, where)
+
+
+def read_upload(where: str, data: bytes | str) -> Library:
+    """The library a reader uploaded (a file's bytes) or pasted (text) on a web page; LibraryError as for a file."""
+    return library_of_bytes(data, where) if isinstance(data, bytes) else parse_library(data, where)
+
+
+def library_interest(name: str, library: Library) -> Interest:
+    """An interest made of a reader's library alone (the store keeps the entries under `library_key`)."""
+    return Interest(name, library=library.entries, library_source=library.path, library_key=digest_of(library.entries))
 
 
 def parse_library(text: str, where: str) -> Library:

@@ -40,6 +40,7 @@ from . import catalogue
 from .addresses import is_email, mailbox_parts
 from .deliver import OutboxTransport, RetryPolicy, Transport, hand_over
 from .errors import DigestError
+from .libraries import Library, LibraryError, library_interest, read_upload
 from .mail import one_line
 from .models import Interest, Subscriber
 from .sending import Composed, make_transport
@@ -56,6 +57,7 @@ log = logging.getLogger("digest")
 
 FORM = "web/subscribe.html.j2"  # the form's wording; its version is a hash of this template (see form_version)
 OWN_INTEREST = "In your words"
+LIBRARY_INTEREST = "Your library"  # the interest a library given at signup makes
 MAX_NAME = 100
 MAX_WORDS_TEXT = 500  # characters of free keywords or sentence
 MAX_KEYWORDS = 20
@@ -93,15 +95,22 @@ class Form:
     timezone: str = "UTC"
     frequency: str = "daily"
     honeypot: str = ""  # a field people never see: only a bot fills it
+    library: tuple[str, bytes | str] | None = None  # an uploaded export (name, bytes) or pasted ids (PASTED, text)
 
     @classmethod
-    def of(cls, fields: Any) -> Form:
-        """From a form's fields (a werkzeug MultiDict or a plain mapping)."""
+    def of(cls, fields: Any, library: tuple[str, bytes | str] | None = None) -> Form:
+        """From a form's fields (a werkzeug MultiDict or a plain mapping) and the library it carried, if any."""
         many = fields.getlist("topics") if hasattr(fields, "getlist") else fields.get("topics", [])
         return cls(email=str(fields.get("email", "")).strip(), name=str(fields.get("name", "")),
                    topics=tuple(str(t) for t in many), words=str(fields.get("interests", "")),
                    timezone=str(fields.get("timezone", "")).strip() or "UTC",
-                   frequency=str(fields.get("frequency", "daily")), honeypot=str(fields.get("website", "")))
+                   frequency=str(fields.get("frequency", "daily")), honeypot=str(fields.get("website", "")),
+                   library=library)
+
+    @property
+    def pasted(self) -> str:
+        """The paste box's text (shown again on a form with mistakes; a file cannot be)."""
+        return self.library[1] if self.library and isinstance(self.library[1], str) else ""
 
 
 @dataclass(frozen=True)
@@ -144,6 +153,22 @@ def own_interest(text: str) -> tuple[Interest | None, list[str]]:
     return interest, [p.removeprefix("interest 1: ") for p in problems]
 
 
+def form_library(form: Form) -> tuple[Library | None, list[str]]:
+    """The library a form carried, read (its unusable entries listed in `problems`), or the sentence that says why
+    it could not be; (None, []) without one."""
+    if form.library is None:
+        return None, []
+    try:
+        library = read_upload(*form.library)
+    except LibraryError as exc:
+        return None, [f"Your library could not be read ({exc}). Nothing was taken from it: fix or export it again, "
+                      "and choose the file again."]
+    if not library.entries:
+        return None, [f"Your library ({library.path}) has no paper we could read: each needs a title, an arXiv id "
+                      "or a DOI."]
+    return library, []
+
+
 class Signups:
     """The signup room over one App (its store, signer, renderer, settings and transport)."""
 
@@ -175,9 +200,10 @@ class Signups:
 
     # -- the form -------------------------------------------------------------------------------------------
 
-    def check(self, form: Form) -> Subscriber:
-        """The profile a form asks for; Invalid with every mistake in it."""
-        problems = []
+    def check(self, form: Form, library: Library | None = None, trouble: Sequence[str] = ()) -> Subscriber:
+        """The profile a form asks for (with an interest of the `library` read from it); Invalid with every mistake
+        in it (`trouble`: the library's)."""
+        problems = list(trouble)
         if not is_email(form.email):
             problems.append("Enter your email address, like ada@example.org.")
         name = " ".join(form.name.split())
@@ -195,6 +221,7 @@ class Signups:
         if problems:
             raise Invalid(problems)
         interests = tuple(t.interest for t in topics) + ((own,) if own else ())
+        interests += (library_interest(LIBRARY_INTEREST, library),) if library else ()
         return Subscriber(email=form.email, name=name, timezone=form.timezone, send_at=SEND_AT,
                           frequency=form.frequency, max_papers=MAX_PAPERS, interests=interests)
 
@@ -213,8 +240,9 @@ class Signups:
         if self.app.store.hit(f"signup-{kind}:{self.keyed(kind, who.lower())}", period) > most:
             raise Refused(429, heading, text, retry_after=period)
 
-    def request(self, form: Form, ip: str) -> None:
-        """A form sent from `ip`: check it, count it, and send a confirmation email (and nothing else).
+    def request(self, form: Form, ip: str) -> Library | None:
+        """A form sent from `ip`: check it, count it, and send a confirmation email (and nothing else); the library
+        it carried, as read (kept with the signup, and the subscriber's once confirmed).
 
         Returns the same way whatever the address (new, pending, subscribed, a profile file's), so the page
         that follows cannot tell them apart; Invalid or Refused otherwise.
@@ -222,8 +250,10 @@ class Signups:
         self.limit("ip", ip)
         if form.honeypot:
             log.info("signup: a form with the hidden field filled in (a bot) was ignored")
-            return
-        subscriber = self.check(form)
+            return None
+        library, trouble = form_library(form)
+        subscriber = self.check(form, library, trouble)
+        libraries = {i.library_key: i.library for i in subscriber.interests if i.library}
         self.limit("address", subscriber.email)
         nonce = secrets.token_hex(16)
         record = SignupRecord(email=subscriber.email, status="pending", nonce=nonce,
@@ -236,16 +266,17 @@ class Signups:
             log.warning("signup: %s has signed up on the web page, but %s has the address: nothing was sent and "
                         "the profile is unchanged (one address, one source)", subscriber.email, holder)
             self.app.store.put_signup(replace(record, status="held", detail=holder),
-                                      expired_before=expiry(self.settings.confirm_hours))
-            return
+                                      expired_before=expiry(self.settings.confirm_hours), libraries=libraries)
+            return library
         blocked = self.app.store.suppressed_among([subscriber.email]).get(subscriber.email.lower())
         if blocked and blocked != "unsubscribed":
             log.warning("signup: %s is suppressed (%s): no confirmation sent", subscriber.email, blocked)
-            return
-        self.app.store.put_signup(record, expired_before=expiry(self.settings.confirm_hours))
+            return library
+        self.app.store.put_signup(record, expired_before=expiry(self.settings.confirm_hours), libraries=libraries)
         self._send("confirm", subscriber, {
             "confirm_url": f"{self.app.newsletter.base_url}/confirm/{self.make_link(subscriber.email, nonce)}",
             "hours": self.settings.confirm_hours})
+        return library
 
     def sync(self) -> None:
         """Bring changed profile files into the store first, so that a file's address is known to be the file's

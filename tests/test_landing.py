@@ -63,7 +63,8 @@ def test_serve_answers_the_url_it_prints_and_every_link_of_a_digest(tmp_path, mo
     finally:
         out, _err = served.close()
     assert out.startswith(f"serving on http://127.0.0.1:{port}/ ")
-    assert home.status_code == 200 and '<form method="post" action="/subscribe">' in home.text
+    assert home.status_code == 200
+    assert '<form method="post" action="/subscribe" enctype="multipart/form-data">' in home.text
     kinds = {link.split("/")[3] for link in links}
     assert {"unsubscribe", "preferences", "feedback", "view"} <= kinds, links
     assert all(code == 200 for code in answers.values()), answers
@@ -96,7 +97,7 @@ def test_under_a_base_path_the_landing_form_posts_beside_it(make_config):
         server.close()
         app.close()
     assert home.status_code == 200 and root.status_code == 404
-    assert '<form method="post" action="/papers/subscribe">' in home.text
+    assert '<form method="post" action="/papers/subscribe" enctype="multipart/form-data">' in home.text
     assert 'src="/papers/subscribe.js"' in home.text
     assert script.status_code == 200 and form.status_code == 200
 

@@ -101,9 +101,10 @@ def put_libraries(conn: Connection, libraries: dict[str, Sequence[LibraryEntry]]
         conn.execute(libraries_table.insert(), part)
 
 
-def library_keys_of(conn: Connection, where: Any) -> set[str]:
-    """The library digests the stored profiles matching `where` name (read before they are replaced or deleted)."""
-    query = sa.select(subscribers.c.profile).where(where, subscribers.c.profile.contains('"library_key"'))
+def library_keys_of(conn: Connection, where: Any, table: sa.Table = subscribers) -> set[str]:
+    """The library digests the stored profiles (of `table`: subscribers, or signups) matching `where` name (read
+    before they are replaced or deleted)."""
+    query = sa.select(table.c.profile).where(where, table.c.profile.contains('"library_key"'))
     return {i["library_key"] for (text,) in conn.execute(query) for i in json.loads(text)["interests"]
             if i.get("library_key")}
 

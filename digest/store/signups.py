@@ -4,6 +4,7 @@ transaction), and the rate-limit counters every `digest serve` process shares.""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -12,9 +13,9 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
-from ..models import Subscriber
+from ..models import LibraryEntry, Subscriber
 from .engine import Base
-from .roster import RosterStore, subscriber_of, subscriber_row
+from .roster import RosterStore, drop_unused_libraries, library_keys_of, put_libraries, subscriber_of, subscriber_row
 from .tables import _now, consents, rate_limits, signups, subscribers, suppressions
 
 KEEP_WINDOWS = 2 * 86400  # rate-limit windows older than this are deleted (the longest window is a day)
@@ -60,16 +61,23 @@ class SignupStore(Base):
                 conn.execute(rate_limits.delete().where(rate_limits.c.window_start < int(now) - KEEP_WINDOWS))
         return hits
 
-    def put_signup(self, record: SignupRecord, *, expired_before: datetime) -> None:
-        """Record a signup (replacing the address's earlier open one, whose link is then void); pending signups
-        asked for before `expired_before` are deleted."""
+    def put_signup(self, record: SignupRecord, *, expired_before: datetime,
+                   libraries: Mapping[str, Sequence[LibraryEntry]] | None = None) -> None:
+        """Record a signup (replacing the address's earlier open one, whose link is then void) with the entries of
+        the libraries its profile names; pending signups asked for before `expired_before` are deleted, and so are
+        the libraries only they named."""
         row = {"email_key": record.email.lower(), "email": record.email, "status": record.status,
                "nonce": record.nonce, "profile": record.profile, "requested_at": record.requested_at,
                "form_version": record.form_version, "ip_hash": record.ip_hash, "detail": record.detail}
         with self.write() as conn:
-            conn.execute(signups.delete().where((signups.c.email_key == row["email_key"])
-                                                | (signups.c.requested_at < expired_before)))
+            if libraries:
+                put_libraries(conn, dict(libraries))
+            gone = (signups.c.email_key == row["email_key"]) | (signups.c.requested_at < expired_before)
+            named = library_keys_of(conn, gone, signups)
+            conn.execute(signups.delete().where(gone))
             conn.execute(signups.insert().values(**row))
+            if named:
+                drop_unused_libraries(conn, named)
 
     def signup(self, email: str) -> SignupRecord | None:
         """The open signup of an address (any case)."""

@@ -25,7 +25,7 @@ from flask import Flask, Response
 from ..config import is_loopback_host
 from ..errors import DigestError, UsageError
 from ..pipeline import App
-from . import feeds, guard, interests, metrics, operator, public, signup, webhooks, welcome
+from . import feeds, guard, interests, library, metrics, operator, public, signup, uploads, webhooks, welcome
 from .common import CSP
 
 log = logging.getLogger("digest")
@@ -37,6 +37,8 @@ CHANNEL_TIMEOUT = 30  # seconds a connection may send nothing before it is close
 CLEANUP_INTERVAL = 5  # seconds between looks for such connections [30]
 MAX_HEADER_BYTES = 64 * 1024  # a request's headers; more: 431 [256 KiB]
 MAX_BODY_BYTES = 64 * 1024  # a request's body (the forms are a few hundred bytes); more: 413 [1 GiB]
+# ... but for the routes that take more: the webhooks (1 MiB) and a library upload (the library page and the signup
+# form: uploads.MAX_BODY_BYTES, 10 MiB), which each raise their own request's bound.
 
 SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
@@ -67,9 +69,10 @@ def create_app(app: App, *, operator_password: str | None, bind: str = "127.0.0.
     base = urlsplit(app.newsletter.base_url).path.rstrip("/")
     web.register_blueprint(public.blueprint, url_prefix=base or None)
     web.register_blueprint(signup.blueprint, url_prefix=base or None)
-    web.register_blueprint(welcome.blueprint, url_prefix=base or None)
     web.register_blueprint(interests.blueprint, url_prefix=base or None)
+    web.register_blueprint(library.blueprint, url_prefix=base or None)
     web.register_blueprint(feeds.blueprint, url_prefix=base or None)
+    web.register_blueprint(welcome.blueprint, url_prefix=base or None)
     if operator_pages:
         web.register_blueprint(operator.blueprint, url_prefix="/admin")
     metrics.install(web, app.store, os.environ.get(app.config.web.metrics_token_env, ""))
@@ -130,8 +133,9 @@ def make_server(web: Flask, host: str, port: int, *, threads: int = 4, channel_t
                          clear_untrusted_proxy_headers=False, connection_limit=_connection_limit(),
                          channel_timeout=channel_timeout, cleanup_interval=cleanup_interval,
                          asyncore_use_poll=True,  # select() stops at file descriptor 1024
-                         # (the webhooks' bound: Flask holds every other route to MAX_BODY_BYTES)
-                         max_request_header_size=MAX_HEADER_BYTES, max_request_body_size=webhooks.MAX_BODY_BYTES)
+                         # (past the largest route's bound, so that the app's own page says a file is too large;
+                         # Flask holds every route to its own bound, MAX_BODY_BYTES for most)
+                         max_request_header_size=MAX_HEADER_BYTES, max_request_body_size=uploads.WAITRESS_BODY_BYTES)
 
 
 def _connection_limit() -> int:

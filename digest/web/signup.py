@@ -16,11 +16,13 @@ from datetime import date
 from urllib.parse import urlsplit
 
 from flask import Blueprint, Response, abort, current_app, request
+from werkzeug.exceptions import RequestEntityTooLarge
 
 from ..onboarding import offered
 from ..signup import Form, Invalid, Refused, Signups, zones
 from .common import CSP, FREQUENCIES, current, page
 from .guard import host_name, same_site
+from .uploads import MAX_BODY_BYTES, allow_large_body, describe, upload_of
 
 blueprint = Blueprint("signup", __name__)
 
@@ -106,21 +108,30 @@ def subscribe_script() -> Response:
 
 @blueprint.post("/subscribe")
 def subscribe() -> Response:
-    """A form sent: the same "check your inbox" page for every address; a clear page for anything refused."""
+    """A form sent: the same "check your inbox" page for every address; a clear page for anything refused.
+
+    The form may carry a library (a file, or pasted ids), so its body may be as large as a library upload."""
     if not same_site():
         abort(403)
-    form = Form.of(request.form)
+    allow_large_body(request)
+    try:
+        form = Form.of(request.form, upload_of(request))
+    except RequestEntityTooLarge:
+        return _form(Form.of({}), [f"Your library is larger than {MAX_BODY_BYTES // 2**20} MB, more than we take: "
+                                   "export one collection, or leave out the files and notes."], 413, given=True)
     cookie = request.cookies.get(COOKIE, "")
     token = request.form.get("csrf", "")
     if not cookie or not hmac.compare_digest(token.encode(), room().form_token(cookie).encode()):
         return _form(form, ["This form had expired. Please check it and send it again."], 403, given=True)
     try:
-        room().request(form, client_ip())
+        library = room().request(form, client_ip())
     except Invalid as exc:
         return _form(form, exc.problems, 422, given=True)
     except Refused as exc:
         return _refused(exc)
-    return Response(page("subscribe-sent", email=form.email, hours=current().config.signup.confirm_hours),
+    return Response(page("subscribe-sent", email=form.email, hours=current().config.signup.confirm_hours,
+                         library_read=describe(library) if library else "",
+                         library_problems=library.problems if library else ()),
                     content_type="text/html; charset=utf-8")
 
 

@@ -1,0 +1,60 @@
+"""A reader's library as a web form brings it: an uploaded export file or a pasted list, read by `digest.libraries`.
+
+The library page (`library`) and the signup form (`signup`) take one; these are the only routes whose requests may
+be larger than the app's 64 KiB (`MAX_BODY_BYTES`), and every limit of a library file still holds (entries,
+lines, nesting, fields: see `digest.libraries`).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+from flask import Request
+
+from ..libraries import MAX_ENTRIES, Library
+
+# A Zotero export of 2,000 papers with abstracts (libraries.MAX_ENTRIES; the rest of a file is skipped anyway) is
+# 3.4 MB as BibTeX and 3.7 MB as CSL-JSON (measured on the arXiv sample, without author lists): twice that, and more.
+MAX_BODY_BYTES = 10 * 1024 * 1024  # a library page's or signup form's request (the file and the fields); more: 413
+WAITRESS_BODY_BYTES = 2 * MAX_BODY_BYTES  # the server's bound for every route: past it, waitress' plain-text 413
+MAX_PASTE_BYTES = 500_000  # the paste box (a field, not a file: Werkzeug holds fields in memory); more: 413
+MAX_NAME_CHARS = 100  # of an uploaded file's name, as messages quote it
+PASTED = "pasted text"  # what messages call a pasted library
+FILE_FIELD, PASTE_FIELD = "library_file", "library_text"
+
+
+def allow_large_body(request: Request) -> None:
+    """Let this request be as large as a library upload when it can carry a file (multipart; an url-encoded form
+    keeps the app's 64 KiB). Call before its form is read."""
+    if request.mimetype != "multipart/form-data":
+        return
+    request.max_content_length = MAX_BODY_BYTES
+    request.max_form_memory_size = MAX_PASTE_BYTES
+
+
+def upload_of(request: Request) -> tuple[str, bytes | str] | None:
+    """The library a form carries as (where, data): its file's name and bytes, else PASTED and the paste box's
+    text; None when it carries neither. (`libraries.read_upload` reads it.)"""
+    file = request.files.get(FILE_FIELD)
+    if file is not None and file.filename:
+        data = file.read(MAX_BODY_BYTES + 1)
+        if data:
+            return file_name(file.filename), data
+    text = request.form.get(PASTE_FIELD, "")
+    return (PASTED, text) if text.strip() else None
+
+
+def file_name(raw: str) -> str:
+    """An uploaded file's name as messages may quote it: its last part, printable, at most MAX_NAME_CHARS."""
+    name = raw.replace("\\", "/").rsplit("/", 1)[-1]
+    name = "".join(c for c in unicodedata.normalize("NFC", name) if c.isprintable()).strip()
+    return name[:MAX_NAME_CHARS] or "library"
+
+
+def describe(library: Library) -> str:
+    """'5 papers from kv.bib (BibTeX)': what a reader is told was read."""
+    kinds = {"bibtex": "BibTeX", "ris": "RIS", "csl-json": "CSL-JSON", "ids": "a list of ids"}
+    count = len(library.entries)
+    papers = f"{count:,} paper{'s' if count != 1 else ''}"
+    cut = f" (the first {MAX_ENTRIES:,})" if count == MAX_ENTRIES else ""
+    return f"{papers}{cut} from {library.path} ({kinds.get(library.format, library.format)})"
