@@ -163,7 +163,9 @@ def confirm(token: str) -> Response:
     html = page("welcome", subscriber=welcome.subscriber, updated=welcome.updated, preview=welcome.preview,
                 frequency=room().describe(welcome.subscriber), problems=welcome.problems, confirmed=True,
                 preferences_url=urlsplit(links.preferences).path, unsubscribe_url=urlsplit(links.unsubscribe).path,
-                choices=offered(current(), welcome.subscriber, date.today()), rate_url=rate_url)
+                choices=offered(current(), welcome.subscriber, date.today()), rate_url=rate_url,
+                script_url=f"{request.path.rsplit('/confirm/', 1)[0]}/welcome.js")
     response = Response(html, content_type="text/html; charset=utf-8")
-    response.headers["Content-Security-Policy"] = CSP + "; frame-src 'self'"
+    # (the digest's frame, and the script of the papers to rate: web/welcome.py, which posts their marks here)
+    response.headers["Content-Security-Policy"] = CSP + "; frame-src 'self'; script-src 'self'; connect-src 'self'"
     return response
