@@ -237,6 +237,14 @@ def import_path(store: Store, path: Path, on_stored: Stored | None = None) -> Im
     return report
 
 
+def import_one(store: Store, subscriber: Subscriber, where: str, on_stored: Stored | None = None) -> list[Problem]:
+    """Import one subscriber (the operator console's form) with an import's refusals: a profile file's or a web
+    signup's address, an erased one."""
+    report = ImportReport()
+    _store(store, [(subscriber, where, 0)], report, on_stored)
+    return report.problems
+
+
 def _profile(path: Path, report: ImportReport) -> Imported | None:
     subscriber, problems = parse_profile(path)
     report.problems += problems

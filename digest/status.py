@@ -139,10 +139,10 @@ def render_status(*, now: datetime, day: date, runs: Sequence[RunRecord], fetche
     need a look rather than one line per subscriber.
     """
     out = ["Recent runs:"]
-    out += [_run(r) for r in runs] or ["  (none yet)"]
+    out += [run_line(r) for r in runs] or ["  (none yet)"]
     if workers:
         out += ["", "Send workers (last 24 hours):"]
-        out += [_worker(w, now) for w in workers]
+        out += [worker_line(w, now) for w in workers]
     out += ["", "Sources (last fetch):"]
     out += [_fetch(f) for f in fetches] or ["  (none fetched yet)"]
     shown = counts if counts is not None else Counter(line.state for line in lines)
@@ -161,13 +161,14 @@ def render_status(*, now: datetime, day: date, runs: Sequence[RunRecord], fetche
     return "\n".join(out)
 
 
-def _run(run: RunRecord) -> str:
+def run_line(run: RunRecord) -> str:
+    """One run as `digest status` lists it (the operator console shows the same line)."""
     end = f"{run.finished_at:%H:%M:%S}" if run.finished_at else "…"
     started = f"{run.started_at:%Y-%m-%d %H:%M:%S}"
     return f"  #{run.id:<4} {run.command:<9} {started} → {end} UTC  {run.status:<8} {run.summary}"
 
 
-def _worker(row: Mapping[str, Any], now: datetime) -> str:
+def worker_line(row: Mapping[str, Any], now: datetime) -> str:
     """One send run or worker process: where, what date, how far, and whether it is still heard from."""
     heard = (now.replace(tzinfo=None) - row["heartbeat_at"]).total_seconds()
     state = "finished" if row["finished_at"] else ("running" if heard < STALE_WORKER_SECONDS else

@@ -1,7 +1,7 @@
 """All database I/O: papers and their upvote history, the send log, suppressions, feedback, caches (SQLAlchemy Core).
 
 The schema and row helpers are in `tables`, the records handed out in `records`, and Store's
-methods in one mixin per concern: `papers`, `sendlog`, `runs`, `feedback`, `signups`.
+methods in one mixin per concern: `papers`, `sendlog`, `runs`, `feedback`, `signups`, `console`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from ..errors import StoreError
 from . import schema
 from .bounces import BounceEvent, BounceStore, SoftPolicy
 from .claims import Claim, ClaimStore, Queue
+from .console import ConsoleStore
 from .engine import explain, make_engine, shown
 from .feedback import FeedbackStore
 from .metrics import MetricsStore, Snapshot
@@ -34,7 +35,7 @@ __all__ = ["BounceEvent", "BounceStore", "Claim", "ClaimStore", "Confirmation", 
 
 
 class Store(PaperStore, SendLogStore, ClaimStore, RosterStore, RunStore, FeedbackStore, SignupStore, BounceStore,
-            PrivacyStore, MetricsStore):
+            PrivacyStore, MetricsStore, ConsoleStore):
     """The database: open it with a SQLAlchemy URL; a new database is made at the current schema."""
 
     def __init__(self, url: str, *, check_schema: bool = True, durable_sends: bool = False) -> None:

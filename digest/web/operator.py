@@ -1,26 +1,37 @@
-"""Operator pages: every subscriber and any digest of any date, rendered exactly as it will be sent.
+"""Operator console: the subscribers a page at a time (search, filter by state), each one's standing and actions,
+and any digest of any date rendered exactly as it will be sent.
 
 Behind HTTP basic auth with the operator password (any user name) on every interface, loopback
 included. Only when the login was turned off (`web.operator_login = false`, loopback-bound server)
 are they open, and then never to a request that came through a proxy. Every form carries a CSRF
 token and every POST must bring it back from a same-site page: the browser sends the password by
-itself, so another site must not be able to make it post here.
+itself, so another site must not be able to make it post here. The actions call what the CLI's
+commands call (`lift_suppression` for `digest subscribers lift`, `send_test` for `send --to`, …).
 """
 
 from __future__ import annotations
 
 import hmac
 from datetime import date, timedelta
+from typing import Any
+from urllib.parse import urlencode
 
 from flask import Blueprint, Response, abort, current_app, redirect, request, url_for
 
+from ..catalogue import import_one
+from ..errors import DigestError
 from ..models import FIRST_DAY, LAST_DAY
 from ..status import SUPPRESSED_LIMIT, shown_address, why_suppressed
-from ..subscribers import Roster
-from .common import CSP, current, from_proxy, page
+from ..store.console import STATES
+from ..subscribers import validate
+from . import console
+from .common import CSP, FREQUENCIES, current, from_proxy, page
 from .guard import SAFE_METHODS, same_site
 
 blueprint = Blueprint("operator", __name__)
+
+PAUSES = (7, 14, 30, 90)  # days the console's Pause button offers
+HISTORY = 10  # send-log rows shown on a subscriber's page
 
 
 @blueprint.before_request
@@ -48,9 +59,10 @@ def csrf_token() -> str:
     return hmac.new(current_app.config["CSRF_KEY"], b"operator-form", "sha256").hexdigest()
 
 
-def _day() -> date:
+def _day(text: str | None = None) -> date:
+    text = request.values.get("date", "") if text is None else text
     try:
-        day = date.fromisoformat(request.args.get("date", "")) if request.args.get("date") else date.today()
+        day = date.fromisoformat(text) if text else date.today()
     except ValueError:
         abort(400)
     if not FIRST_DAY <= day <= LAST_DAY:
@@ -58,52 +70,195 @@ def _day() -> date:
     return day
 
 
+def _number(name: str, default: int, allowed: range | tuple[int, ...]) -> int:
+    text = request.args.get(name, "")
+    if not text:
+        return default
+    if not text.isdigit() or int(text) not in allowed:
+        abort(400)
+    return int(text)
+
+
+def _listing() -> tuple[str, str, int, int]:
+    """The list's search, state, page and page size from the query; a bad one is a 400."""
+    search, state = request.args.get("q", ""), request.args.get("state", "all")
+    if len(search) > console.MAX_SEARCH or state not in STATES:
+        abort(400)
+    return (search, state, _number("page", 1, range(1, console.MAX_PAGE)),
+            _number("size", console.PAGE_SIZE, console.PAGE_SIZES))
+
+
 @blueprint.get("/")
 def index() -> str:
-    """The subscribers (valid or not, with their state on the date) and the recent runs."""
+    """A page of subscribers (searched, filtered) with their state on the date, and the console's other parts."""
     app, day = current(), _day()
-    roster = app.roster()
+    search, state, number, size = _listing()
+    problems = [str(p) for p in app.sync().problems]
+    found = app.store.console_slice(day, search=search, state=state, offset=(number - 1) * size, limit=size)
+    paging = console.Paging(number, size, found.total)
+    if number > paging.pages:  # past the end (the list shrank since the link was made): the last page
+        paging = console.Paging(paging.pages, size, found.total)
+        found = app.store.console_slice(day, search=search, state=state, offset=(paging.page - 1) * size, limit=size)
+    query = {"date": day.isoformat(), "q": search, "state": state, "size": size}
+    runs, workers = console.activity(app)
     return page("admin", day=day, prev_day=day - timedelta(days=1), next_day=day + timedelta(days=1),
-                rows=_rows(roster, day), problems=[str(p) for p in roster.problems],
-                runs=app.store.recent_runs(15), csrf=csrf_token(), lift_url=url_for("operator.lift"),
+                search=search, state=state, states=STATES, sizes=console.PAGE_SIZES, paging=paging,
+                page_url=lambda n: _url("operator.index", **query, page=n), back=_back(),
+                rows=console.rows(app, found.keys, day), signups=found.signups, counts=console.counts(app, day),
+                problems=problems, runs=runs, workers=workers, csrf=csrf_token(), actions=_actions(),
+                frequencies=FREQUENCIES,
                 held_signups=app.store.held_signups(),
                 suppressions=[(shown_address(email), why_suppressed(reason), since)
-                              for email, reason, since in app.store.suppression_records(SUPPRESSED_LIMIT)],
-                suppressed_total=app.store.count_suppressed())
+                              for email, reason, since in app.store.suppression_records(SUPPRESSED_LIMIT)])
+
+
+@blueprint.get("/subscriber")
+def subscriber() -> str:
+    """One subscriber: source, schedule, pause, suppression, the digest of the date, recent sends, and actions."""
+    app, day = current(), _day()
+    email = request.args.get("email", "")
+    app.sync()
+    found = app.store.subscribers_by_email([email]).get(email)
+    if found is None:
+        abort(404)
+    [row] = console.rows(app, (found.email.lower(),), day)
+    suppression = app.store.suppression_of(found.email)
+    return page("admin-subscriber", day=day, row=row, csrf=csrf_token(), actions=_actions(), back=_back(),
+                pauses=PAUSES, since=suppression[1] if suppression else None,
+                history=app.store.deliveries_of(found.email, HISTORY), removable=row.source in ("import", "web"),
+                done=request.args.get("done", ""), to=request.args.get("to", ""),
+                preview_url=_url("operator.preview", subscriber=found.email, date=day.isoformat()),
+                index_url=_url("operator.index", date=day.isoformat()))
+
+
+# -- actions (POST: the password, the CSRF token and a same-site origin are checked before these run) ----------
 
 
 @blueprint.post("/lift")
 def lift() -> Response:
-    """Lift a bounce suppression (the operator fixed the address), then back to the list."""
-    current().store.lift_bounce(request.form.get("subscriber", ""))
-    response = redirect(url_for("operator.index"), 303)
+    """Lift a bounce or complaint suppression, recorded as `digest subscribers lift` records it."""
+    email = request.form.get("subscriber", "")
+    app = current()
+    if app.store.lift_suppression(email) is None:
+        reason = app.store.suppressed_among([email]).get(email.lower())
+        why = (f"its suppression is {why_suppressed(reason)!r}, not a bounce or complaint (an unsubscribe is the "
+               "reader's to undo)" if reason else "it is not suppressed")
+        return _refused(f"No bounce or complaint suppression of {email} to lift: {why}.")
+    return _done("lifted")
+
+
+@blueprint.post("/pause")
+def pause() -> Response:
+    """Pause a subscriber's digests for a number of days (what the reader's preferences page does)."""
+    email, days = _known(), request.form.get("days", "")
+    if not days.isdigit() or int(days) not in PAUSES:
+        return _refused(f"Pause for one of {', '.join(map(str, PAUSES))} days.")
+    current().store.set_preference(email, paused_until=date.today() + timedelta(days=int(days)))
+    return _done("paused")
+
+
+@blueprint.post("/resume")
+def resume() -> Response:
+    """End a pause: the next digest due goes out."""
+    current().store.set_preference(_known(), paused_until=None)
+    return _done("resumed")
+
+
+@blueprint.post("/test")
+def test_copy() -> Response:
+    """Send a copy of a subscriber's digest of the date to an address, as `digest send --subscriber … --to …`."""
+    email, to = _known(), request.form.get("to", "").strip()
+    try:
+        _, outcome = current().send_test(_day(request.form.get("date", "")), email, to)
+    except DigestError as exc:
+        return _refused(str(exc))
+    if outcome.status != "sent":
+        return _refused(f"The test copy to {to} was not sent: {outcome.reason or outcome.status}.", 502)
+    return _done("test", to=to)
+
+
+@blueprint.post("/add")
+def add() -> Response:
+    """Add (or replace) an imported subscriber, checked as an import checks a CSV row."""
+    form = request.form
+    data: dict[str, Any] = {k: form.get(k, "").strip() for k in ("email", "name", "timezone", "send_at", "frequency")}
+    data = {k: v for k, v in data.items() if v}
+    keywords = [k.strip() for k in form.get("keywords", "").split(";") if k.strip()]
+    data["interests"] = [{"name": form.get("interest", "").strip() or "Interests", "keywords": keywords}] \
+        if keywords else []
+    app = current()
+    found, problems = validate(data, "the add form", lambda _key, _n: 0)
+    if found is not None:
+        problems += import_one(app.store, found, "the add form", app.prepare_interests)
+    if problems:
+        return _refused("; ".join(p.message for p in problems))
+    return _done("added", email=found.email)  # type: ignore[union-attr]
+
+
+@blueprint.post("/remove")
+def remove() -> Response:
+    """Remove an imported (or web) subscriber, as `digest subscribers remove`; a profile file's is the file's."""
+    email = request.form.get("subscriber", "")
+    store = current().store
+    if not (store.remove_subscriber(email, "import") or store.remove_subscriber(email, "web")):
+        owner = store.owners([email.lower()]).get(email.lower())
+        where = f": it is defined by the profile file {owner[1]}; delete that file" if owner else ""
+        return _refused(f"No imported subscriber {email}{where}.")
+    return _done("removed", leave=True)
+
+
+def _actions() -> dict[str, str]:
+    """The console's URLs the templates link and post to."""
+    return {name: url_for(f"operator.{name}") for name in ("index", "subscriber", "preview", "lift", "pause",
+                                                           "resume", "add", "remove")} | {
+        "test": url_for("operator.test_copy")}
+
+
+def _known() -> str:
+    """The subscriber a form names; 404 when there is none."""
+    email = request.form.get("subscriber", "")
+    if current().store.subscribers_by_email([email]).get(email) is None:
+        abort(404)
+    return email
+
+
+def _back() -> str:
+    """This page's own path and query: where a form on it returns to."""
+    return request.full_path.rstrip("?")
+
+
+def _done(what: str, *, leave: bool = False, **extra: str) -> Response:
+    """Back to the page the form was on (a subscriber's page says what was done); only to a page of the console."""
+    back = request.form.get("back", "")
+    if not back.startswith("/admin/") or "//" in back or "\\" in back:
+        back = url_for("operator.index")
+    if leave and back.startswith("/admin/subscriber"):
+        back = url_for("operator.index")
+    elif back.startswith("/admin/subscriber") or "email" in extra:
+        email = extra.pop("email", request.form.get("subscriber", ""))
+        back = _url("operator.subscriber", email=email, date=request.form.get("date", ""), done=what, **extra)
+    response = redirect(back, 303)
     response.autocorrect_location_header = False
     return response
 
 
-def _rows(roster: Roster, day: date) -> list[dict[str, object]]:
-    app = current()
-    suppressed = app.store.suppressed()
-    sent = {r.subscriber.lower(): r for r in app.store.deliveries_on(day)}
-    rows: list[dict[str, object]] = []
-    for sub in roster.subscribers:
-        record = sent.get(sub.email.lower())
-        state = record.status if record else "suppressed" if sub.email.lower() in suppressed else "not sent"
-        detail = (record.detail if record else why_suppressed(suppressed.get(sub.email.lower(), ""))) or ""
-        rows.append({"email": sub.email, "name": sub.name, "valid": True, "state": state, "detail": detail,
-                     "bounced": suppressed.get(sub.email.lower(), "").startswith("bounced"),
-                     "schedule": f"{sub.frequency} at {sub.send_at:%H:%M} {sub.timezone}",
-                     "topics": ", ".join(i.name for i in sub.interests) or "(trending)",
-                     "preview_url": url_for("operator.preview", subscriber=sub.email, date=day.isoformat())})
-    for path in roster.invalid_files:
-        rows.append({"email": path, "name": "", "valid": False, "state": "invalid profile", "detail": "",
-                     "bounced": False, "schedule": "", "topics": "", "preview_url": ""})
-    return rows
+def _refused(text: str, status: int = 400) -> Response:
+    return Response(page("message", heading="Not done", text=text), status, content_type="text/html; charset=utf-8")
+
+
+def _url(endpoint: str, **params: object) -> str:
+    """A console URL with these query parameters (empty ones left out)."""
+    query = urlencode({k: v for k, v in params.items() if v not in ("", None)})
+    return url_for(endpoint) + (f"?{query}" if query else "")
+
+
+# -- preview ---------------------------------------------------------------------
 
 
 def _composed(email: str, day: date):  # noqa: ANN202 (a pipeline.Composed)
     app = current()
-    subscriber = app.roster().find(email)
+    app.sync()
+    subscriber = app.store.subscribers_by_email([email]).get(email)
     if subscriber is None:
         abort(404)
     return subscriber, app.compose(subscriber, day, app.pool(day))
@@ -119,8 +274,9 @@ def preview() -> Response:
                 quiet_policy=current().config.delivery.quiet_days,
                 delivery=f"{record.status} ({record.detail})" if record and record.detail else
                 (record.status if record else ""),
-                index_url=url_for("operator.index", date=day.isoformat()),
-                html_url=url_for("operator.preview_html", subscriber=subscriber.email, date=day.isoformat()))
+                index_url=_url("operator.index", date=day.isoformat()),
+                subscriber_url=_url("operator.subscriber", email=subscriber.email, date=day.isoformat()),
+                html_url=_url("operator.preview_html", subscriber=subscriber.email, date=day.isoformat()))
     response = Response(html, content_type="text/html; charset=utf-8")
     response.headers["Content-Security-Policy"] = CSP + "; frame-src 'self'"
     return response
