@@ -5,13 +5,17 @@ digest follows; a profile file's reader sees theirs read-only; marks are listed,
 from __future__ import annotations
 
 import html
+import secrets
 import re
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import date, timedelta
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
+from digest.config import build_config
 from digest.libraries import digest_of
 from digest.models import Interest, LibraryEntry, Subscriber
 from digest.pipeline import App
@@ -19,11 +23,10 @@ from digest.store import Store
 from digest.store.roster import profile_json
 from digest.store.signups import SignupRecord
 from digest.store.tables import _now
-from digest.subscribers import parse_profile
-from digest.topics import read_topics
+from digest.subscribers import parse_profile, validate
 from digest.web.interests import MAX_MARKS_SHOWN, zone_groups
 
-from .conftest import DAY, SEEDS, background_papers
+from .conftest import DAY, SEEDS, SUBSCRIBERS, background_papers, prime
 from .test_browser import axe_source, browser, check_screens  # noqa: F401 - the module's fixtures
 from .web_server import Server
 
@@ -39,30 +42,42 @@ KEY = digest_of(LIBRARY)
 
 def web_reader(store: Store, subscriber: Subscriber) -> None:
     """A web subscriber as a reader becomes one: a pending signup, confirmed (the store's own path)."""
-    nonce = "ab" * 16
+    nonce = secrets.token_hex(16)
     store.put_signup(SignupRecord(email=subscriber.email, status="pending", nonce=nonce,
                                   profile=profile_json(subscriber), requested_at=_now(), form_version="v",
                                   ip_hash="ip", detail=""), expired_before=_now() - timedelta(hours=48))
-    assert store.confirm_signup(subscriber.email, nonce, "ip").outcome == "confirmed"
+    assert store.confirm_signup(subscriber.email, nonce, "ip").outcome in ("confirmed", "updated")
 
 
-@pytest.fixture
-def site(make_config) -> Iterator[Server]:
-    """`digest serve` over the example subscribers, a topic catalogue, and one web reader with a library."""
-    app = App(make_config())
-    app.config.topics = read_topics(TOPICS, "test")
+@pytest.fixture(scope="module")
+def served(tmp_path_factory, model_rows) -> Iterator[Server]:
+    """`digest serve` over the example subscribers and a topic catalogue, the seed pages ingested (once a module)."""
+    folder = tmp_path_factory.mktemp("interests")
+    config = build_config({"store": {"url": "sqlite:///digest.db"}, "subscribers": {"dir": str(SUBSCRIBERS)},
+                           "ingest": {"paths": [str(SEEDS)]}, "select": {"max_age_days": 0}, "topics": TOPICS},
+                          base=folder)
+    prime(config.store.url, model_rows)
+    app = App(config)
     app.ingest([SEEDS], seen_on=DAY)
     app.store.put_library(KEY, LIBRARY)
-    topic = app.config.topics[0].interest
-    web_reader(app.store, Subscriber(
-        email=READER, name="Reader", timezone="Europe/London", interests=(
-            topic, Interest("In your words", ("diffusion", "image generation")),
-            Interest("My library", description="Papers like the ones I keep.", library_key=KEY,
-                     library_source="upload: library.bib"))))
     server = Server(app)
     yield server
     server.close()
     app.close()
+
+
+@pytest.fixture
+def site(served) -> Server:
+    """The server with its web reader as they signed up (a topic, their own words, a library) and nobody's marks."""
+    store = served.app.store
+    topic = served.app.config.topics[0].interest
+    web_reader(store, Subscriber(email=READER, name="Reader", timezone="Europe/London", interests=(
+        topic, Interest("In your words", ("diffusion", "image generation")),
+        Interest("My library", description="Papers like the ones I keep.", library_key=KEY,
+                 library_source="upload: library.bib"))))
+    for email in (READER, ADA):
+        store.remove_feedback(email)
+    return served
 
 
 def url(site: Server, email: str = READER, issued: date | None = None) -> str:
@@ -300,7 +315,7 @@ def test_marks_and_web_profiles_on_both_databases(store_url):
     store.close()
 
 
-def test_the_page_in_chromium_at_both_widths_light_and_dark(browser, axe_source, site):
+def test_the_page_in_chromium_at_both_widths_light_and_dark(browser, axe_source, site):  # noqa: F811 - fixtures
     """In Chromium: without a script the reader's stored zone (UTC) stays selected; with it, the browser's zone is
     preselected. A mistake shows the alert and keeps the typed words; then the page (interests, topics, marks,
     problems) and a profile file reader's read-only page pass axe-core at 375 and 1280 px, light and dark (no serious
@@ -349,3 +364,28 @@ def test_the_welcome_email_shows_the_readers_own_words(site):
         message = room.message("welcome", subscriber, {"links": site.app.links_for(READER)})
         assert f"Topics: LLM inference, {shown}" in message.get_body(("plain",)).get_content()
         assert f"Topics: LLM inference, {html.escape(shown, quote=False)}" in message.get_body(("html",)).get_content()
+
+
+HOSTILE = st.one_of(st.text(st.characters(blacklist_categories=("Cs",)), max_size=40),
+                    st.sampled_from(["", " ", "0", "99", "-1", "9" * 30, "x" * 3000, "a,,b;;\n", "07:30", "UTC",
+                                     "Europe/London", "../etc/passwd", "LLM inference", "Robots", "\x00", "\u202e"]))
+FIELDS = st.sampled_from(["do", "name-0", "keywords-0", "description-0", "of-0", "remove-0", "name-1", "of-1",
+                          "keywords-3", "name-3", "topics", "send_at", "timezone", "paper"])
+
+
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(st.dictionaries(FIELDS, HOSTILE, max_size=8), st.sampled_from(["save", "unmark", "reset", None]))
+@example({"send_at": "07:30", "timezone": "UTC", "name-3": "\u202e", "keywords-3": "a,,b;;\n", "of-0": "99"}, "save")
+def test_hostile_forms_answer_4xx_or_a_valid_profile(site, fields, action):
+    """Any values in any of the page's fields: 200, 400, 409 or 422, never a 5xx; whatever was stored after a 200 is
+    a profile the validator passes (the page never stores what a profile file could not hold)."""
+    data = {**fields, **({"do": action} if action else {})}
+    response = site.client.post(url(site), data=data)
+    assert response.status_code in (200, 400, 422), (data, response.status_code)
+    profile = stored(site)
+    assert profile.interests and all(i.name.strip() for i in profile.interests)
+    tables = [{"name": i.name, "keywords": list(i.keywords) or ["(a library)"], "description": i.description}
+              for i in profile.interests]
+    assert validate({"email": profile.email, "timezone": profile.timezone, "send_at": f"{profile.send_at:%H:%M}",
+                     "interests": tables}, "p", lambda _k, _n: 0)[1] == []

@@ -119,7 +119,7 @@ def _save(source: str, stored: Subscriber) -> Response:
         _carry(interest, tables[n], _stored_of(n - len(topics), rows, stored)) for n, interest in
         enumerate(checked.interests)))
     if not current().store.replace_web_profile(profile):  # an operator took the address meanwhile
-        return _managed("import", stored)
+        return _managed(*(current().store.profile_of(stored.email) or ("import", stored)))
     return _page(source, profile, _rows(profile), message="Saved. Your next digest follows these interests.")
 
 
@@ -235,13 +235,15 @@ def _page(source: str, subscriber: Subscriber, rows: list[Row], *, status: int =
     zone = given["timezone"] if given else subscriber.timezone
     marks, total = app.store.marks_of(subscriber.email, MAX_MARKS_SHOWN)
     base, token = request.path.rsplit("/interests/", 1)
-    html = page("interests", email=subscriber.email, action=request.path, editable=source == "web",
+    editable = source == "web"
+    html = page("interests", email=subscriber.email, action=request.path, editable=editable,
                 manager=MANAGERS.get(source, "the operator's list"), message=message, problems=problems or [],
-                interests=[(i, _carried(i)) for i in subscriber.interests], topics=app.config.topics, ticked=ticked,
+                interests=[] if editable else [(i, _carried(i)) for i in subscriber.interests],
                 rows=[(r, _carried(own[r.of]) if r.of is not None else None) for r in rows], new=len(rows),
+                topics=app.config.topics, ticked=ticked, marks=marks, marks_total=total,
                 send_at=given["send_at"] if given else f"{subscriber.send_at:%H:%M}", timezone=zone,
                 stored_zone=subscriber.timezone, zones=zone_groups(zone), guess=zone == "UTC" and not given,
-                marks=marks, marks_total=total, max_name=MAX_NAME, max_description=MAX_DESCRIPTION,
+                max_name=MAX_NAME, max_description=MAX_DESCRIPTION,
                 preferences_url=f"{base}/preferences/{token}", script_url=f"{base}/interests.js")
     response = Response(html, status, content_type="text/html; charset=utf-8")
     response.headers["Content-Security-Policy"] = CSP + "; script-src 'self'"
