@@ -5,8 +5,8 @@ digest follows; a profile file's reader sees theirs read-only; marks are listed,
 from __future__ import annotations
 
 import html
-import secrets
 import re
+import secrets
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import date, timedelta
