@@ -10,6 +10,7 @@ import secrets
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import date, timedelta
+from urllib.parse import urlsplit
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -389,3 +390,25 @@ def test_hostile_forms_answer_4xx_or_a_valid_profile(site, fields, action):
               for i in profile.interests]
     assert validate({"email": profile.email, "timezone": profile.timezone, "send_at": f"{profile.send_at:%H:%M}",
                      "interests": tables}, "p", lambda _k, _n: 0)[1] == []
+
+
+def test_under_a_base_path_the_page_and_its_links_are_beside_the_preferences(make_config):
+    """base_url with a path: the preferences page links PATH/interests/<token>, which answers with its script at
+    PATH/interests.js and a link back to PATH/preferences/<token>, and saves there."""
+    app = App(make_config(newsletter={"base_url": "https://digest.example.org/papers"}))
+    web_reader(app.store, Subscriber(email=READER, interests=(Interest("Agents", ("tool use",)),)))
+    server = Server(app)
+    try:
+        preferences = urlsplit(app.links_for(READER).preferences).path
+        assert preferences.startswith("/papers/preferences/")
+        mine = preferences.replace("/papers/preferences/", "/papers/interests/")
+        assert f'href="{mine}"' in server.client.get(preferences).text
+        page = server.client.get(mine)
+        assert page.status_code == 200 and f'href="{preferences}"' in page.text
+        assert 'src="/papers/interests.js"' in page.text
+        assert server.client.get("/papers/interests.js").status_code == 200
+        saved = server.client.post(mine, data={**form(page.text), "keywords-0": "tool use, planning"})
+        assert saved.status_code == 200 and stored(server).interests[0].keywords == ("tool use", "planning")
+    finally:
+        server.close()
+        app.close()
