@@ -118,8 +118,10 @@ def read_upload(where: str, data: bytes | str) -> Library:
 
 
 def library_interest(name: str, library: Library) -> Interest:
-    """An interest made of a reader's library alone (the store keeps the entries under `library_key`)."""
-    return Interest(name, library=library.entries, library_source=library.path, library_key=digest_of(library.entries))
+    """An interest made of a library a reader uploaded (the store keeps the entries under `library_key`). It has no
+    `library_source`: that names a file on this machine, which a profile file's sync reads again and an export
+    writes out, and an upload is none."""
+    return Interest(name, library=library.entries, library_key=digest_of(library.entries))
 
 
 def parse_library(text: str, where: str) -> Library:

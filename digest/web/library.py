@@ -129,8 +129,7 @@ def _placed(subscriber: Subscriber, read: Library, choice: str, name: str) -> tu
     if not interests[at].library_key and libraries >= MAX_LIBRARIES:
         return interests, f"You have {libraries} libraries, the most there can be: replace or remove one."
     made = library_interest(interests[at].name, read)
-    placed = replace(interests[at], library=made.library, library_source=made.library_source,
-                     library_key=made.library_key)
+    placed = replace(interests[at], library=made.library, library_source="", library_key=made.library_key)
     return (*interests[:at], placed, *interests[at + 1:]), ""
 
 
