@@ -367,7 +367,7 @@ def test_a_library_given_at_signup_waits_with_the_signup_and_is_the_readers_once
 
 def test_a_malformed_library_at_signup_shows_the_form_again_and_records_nothing(signup_site):
     """A broken CSL-JSON file: 422, the form again with the file:line message and the reader's values, no signup
-    kept, no email sent; pasted ids are kept in the paste box."""
+    kept, no email sent; pasted ids are kept in the paste box; a file past 10 MB: 413 and a page that says so."""
     site, email = signup_site, "broken@example.org"
     again = site.client.post("/subscribe", data=signup_form(site, email),
                              files={"library_file": ("mine.json", b'[{"title": "A"},\n{"title": }]')})
@@ -377,6 +377,10 @@ def test_a_malformed_library_at_signup_shows_the_form_again_and_records_nothing(
     pasted = site.client.post("/subscribe", data={**signup_form(site, email), "email": "not an address",
                                                   "library_text": "2404.14469\n"}, files={"library_file": ("", b"")})
     assert pasted.status_code == 422 and ">2404.14469\n</textarea>" in pasted.text
+    huge = site.client.post("/subscribe", data=signup_form(site, email),
+                            files={"library_file": ("all.bib", b"%" * (MAX_BODY_BYTES + 1))})
+    assert huge.status_code == 413 and "Your library is larger than 10 MB" in text_of(huge)
+    assert site.app.store.signup(email) is None and not site.mails(email)
 
 
 # -- in a browser ---------------------------------------------------------------------------------------------------
