@@ -172,6 +172,7 @@ class Item:
     paper: Paper
     score: float
     reasons: tuple[str, ...] = ()
+    strength: str = ""  # the calibrated relevance in words ("strong match"; `select.explain`), "" for trending
 
 
 AGAIN_SECTION = "Trending again"  # papers published long before the digest date (see `dating`)

@@ -55,12 +55,13 @@ def test_latest_feedback_counts(app):
 
 
 def test_description_alone_finds_its_papers(app):
-    """An interest given only as a sentence picks papers about it, and names the words it matched."""
+    """An interest given only as a sentence picks papers about it, and names the phrase of it matched, whole."""
     grace = app.roster().find("grace@example.org")
     plain = replace(grace, interests=(Interest("3D", description="Gaussian splatting for novel view synthesis."),))
     ranked = app.rank(plain, DAY, limit=5)
     assert all("gaussian" in r.paper.title.lower() or "view" in r.paper.abstract.lower() for r in ranked)
-    assert {"Gaussian", "splatting"} <= set(ranked[0].reasons)
+    assert "“Gaussian splatting”" in ranked[0].reasons
+    assert not {"Gaussian", "splatting", "“Gaussian”", "“splatting”"} & set(ranked[0].reasons)
     assert ranked[0].parts["description"] > 0
 
 

@@ -1,12 +1,30 @@
-"""Why a paper was picked: the parts of its score and the terms and papers it matched.
+"""Why a paper was picked: how strong a match it is, and the words, papers and authors of the reader's it matched.
 
 Computed only for the papers that are shown, so a digest of ten papers pays for ten explanations,
-not for the whole pool.
+not for the whole pool. The reasons name only what the reader gave, whole:
+
+- a followed author ("by Tri Dao, whom you follow");
+- a keyword, a phrase only when the paper has it as a phrase (all its word pairs): never one of its words;
+- a phrase of the reader's sentence (`chunks`): the sentence is cut at punctuation and stop words
+  ("of" joins: *mixture of experts*) into chunks, and the words that frame a request rather than name a
+  topic (`LEADING`, `TRAILING`: "I want papers on", "making", "faster") are trimmed from their ends; a chunk counts
+  where the paper has a run of two or more of its words as a phrase (all its word pairs, one of them in
+  no more than one paper in fifteen), a chunk of one word where the paper has it and the word is itself
+  that rare. So never a stop word, a word of a longer phrase alone, or a lone common word;
+- the library paper it is closest to, or the paper marked "more" it resembles, by title.
+
+The strength is the calibrated relevance (the probability that the paper is on the interest's topic,
+`scores.py`) in words: "strong match" from STRONG_MATCH (88%, log-odds SECTION_SURE: where the sections
+count an interest as sure), "good match" from GOOD_MATCH (70%: seven papers in ten such on the topic),
+"possible match" below (at the default floor, 0.5, a paper between one in two and seven in ten).
 """
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -15,26 +33,96 @@ from ..models import Paper
 from .authors import matched
 from .pool import Index, Pool
 from .profile import Part, papers_unit
-from .scores import Scored
-from .text import bigrams, columns, surface_forms, tokens
+from .scores import SECTION_SURE, Scored
+from .text import STOP_WORDS, bigrams, columns, tokens
 
 MENTION_SHARE = 0.15  # a seed paper is named when it gives this share of the raw score (words alone)
 LIFT = 0.5  # a liked paper is named when the learned model lifts the log-odds by this much
 NEIGHBOUR_Z = 1.5  # a library paper is named when the paper is this unusually close to the library
-QUERY_Z = 3.0  # "close in meaning" when no keyword matched and the paper is this unusually close to the words
+QUERY_Z = 3.0  # "close in meaning" when no words matched and the paper is this unusually close to the words
 TITLE_CHARS = 60
+STRONG_MATCH = 1 / (1 + math.exp(-SECTION_SURE))  # 0.881
+GOOD_MATCH = 0.7
+COMMON_SHARE = 1 / 15  # a word (or word pair) in more papers than this names no topic on its own
+# Words that frame a request rather than name its topic: before a topic ("I want papers on", "making", "recent
+# work on") and after one ("... faster", "... papers"). Trimmed from the ends of a sentence's chunks, so only words
+# that no topic's phrase starts (LEADING) or ends (TRAILING) with: not "novel" (novel view synthesis), "study"
+# (case study), "methods" (kernel methods), "field" (radiance field), "understanding" (scene understanding).
+LEADING = frozenset("""
+    want wants wanted like likes love interested read follow following keep track looking find finding papers paper
+    including include includes work works research recent latest current new especially particularly mainly mostly
+    really generally specifically lots lot kind kinds sort sorts making make makes getting improving improve
+    improves reducing reduce using use applying apply help helping better faster cheaper approaches techniques
+    methods ways way
+""".split())  # noqa: SIM905 - word lists read better as text (as text.STOP_WORDS)
+TRAILING = frozenset("""
+    papers paper work works research ideas stuff topics faster better cheaper reliably efficiently quickly easily
+    possible especially particularly
+""".split())  # noqa: SIM905
+_PIECE = re.compile(r"[A-Za-z0-9]+|[^\sA-Za-z0-9'’-]")  # a word, or a mark that ends a phrase
+_ACRONYM_PLURAL = re.compile(r"[A-Z][A-Z0-9]*[A-Z0-9]s")  # as `text.tokens` reads them: LLMs → LLM
 
 
 def _short(title: str) -> str:
     return title if len(title) <= TITLE_CHARS else title[: TITLE_CHARS - 1].rstrip() + "…"
 
 
+def strength(relevance: float) -> str:
+    """The calibrated relevance in words (see the module doc for the thresholds)."""
+    if relevance >= STRONG_MATCH:
+        return "strong match"
+    return "good match" if relevance >= GOOD_MATCH else "possible match"
+
+
 @lru_cache(maxsize=50_000)
-def _phrase(keyword: str) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
-    """A keyword's words as written, the columns of its word pairs, and of its words."""
+def _phrase(keyword: str) -> np.ndarray:
+    """A phrase's columns to find in a paper: its words' and its word pairs' (none for a single word)."""
     words = tokens(keyword)
-    forms = surface_forms(keyword)
-    return tuple(forms.get(w, w) for w in words), columns(bigrams(words)), columns(words)
+    return columns([*words, *bigrams(words)]) if len(words) > 1 else columns(())
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A run of a sentence's words between stop words and punctuation, filler trimmed from its ends."""
+
+    words: tuple[str, ...]  # lightly stemmed, as the index has them
+    spans: tuple[tuple[int, int], ...]  # each word's place in the sentence
+    cols: np.ndarray  # its words' columns, then its word pairs' (a pair alone could be another term's hash)
+
+
+@lru_cache(maxsize=10_000)
+def chunks(sentence: str) -> tuple[Chunk, ...]:
+    """The chunks of a reader's sentence that can name a topic (see the module doc)."""
+    found: list[list[tuple[str, int, int]]] = [[]]
+    for piece in _PIECE.finditer(sentence):
+        word = piece.group()
+        if not word[0].isalnum() or (word.lower() in STOP_WORDS and word.lower() != "of"):
+            found.append([])  # punctuation or a stop word ends a chunk ("of" joins one)
+        elif len(word) > 1 and word.lower() != "of":
+            light = tokens(word[:-1] if _ACRONYM_PLURAL.fullmatch(word) else word)
+            found[-1] += [(light[0], piece.start(), piece.end())] if light else []
+    out = []
+    for chunk in found:
+        while chunk and sentence[chunk[0][1]:chunk[0][2]].lower() in LEADING:
+            chunk = chunk[1:]
+        while chunk and sentence[chunk[-1][1]:chunk[-1][2]].lower() in TRAILING:
+            chunk = chunk[:-1]
+        if chunk:
+            words = tuple(w for w, _, _ in chunk)
+            out.append(Chunk(words, tuple((a, b) for _, a, b in chunk), columns([*words, *bigrams(words)])))
+    return tuple(out)
+
+
+@lru_cache(maxsize=10_000)
+def _sentence_columns(sentence: str) -> np.ndarray:
+    """Every chunk's columns in turn (looked up in a paper at once)."""
+    found = [chunk.cols for chunk in chunks(sentence)]
+    return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+
+
+@lru_cache(maxsize=50_000)
+def _word_set(text: str) -> frozenset[str]:
+    return frozenset(tokens(text))
 
 
 class Explainer:
@@ -90,9 +178,13 @@ class Explainer:
         out["feedback_share"] = s.share
         return {k: round(v, 4) for k, v in out.items()}
 
+    def strength(self, j: int) -> str:
+        """How strong a match pick j is, in words, from its calibrated relevance."""
+        return strength(float(self.scores.relevance[j]))
+
     def reasons(self, j: int) -> tuple[str, ...]:
-        """The followed authors, the matched keywords (strongest first), description words, the library paper it is
-        closest to, and the liked paper it resembles."""
+        """The followed authors, the keywords matched whole (strongest first), the phrases of the description the
+        paper has, the library paper it is closest to, and the liked paper it resembles."""
         s = self.scores
         c = self.column[j]
         n, i = self._best[c], self._at[c]
@@ -100,22 +192,18 @@ class Explainer:
         paper = self.pool.papers[i]
         followed = [name for other in s.interests for name in other.interest.authors]
         reasons = [f"by {name}, whom you follow" for name in dict.fromkeys(matched(followed, paper.authors))]
-        strongest = self._strongest(n, j)
-        # Whole keywords only: a phrase's stray words ("KV", "cache") say little; when no keyword matched
-        # whole, the strongest one is named as matched in part.
-        words = [label for label in strongest if self._as_matched(label, i) == [label]]
-        if not words and strongest:
-            words = [f"{strongest[0]} (in part)"]
+        # Whole keywords only: a phrase's stray words ("KV", "cache") say little.
+        words = [label for label in self._strongest(n, j) if self._whole(label, i)]
+        if ci.interest.description:
+            phrases = self._phrases(ci.interest.description, i)
+            if phrases:  # not again inside a keyword named ("agents" in LLM agents)
+                said = [_word_set(label) for label in words]
+                words += [f"“{p}”" for p in phrases if not any(_word_set(p) <= named for named in said)]
         reasons += words
-        if ci.description_words:
-            cols = np.array(list(ci.description_words), dtype=np.int64)
-            present = self.pool.has_terms(i, cols)
-            reasons += list(dict.fromkeys(ci.description_words[col] for col in cols[present].tolist()))
         dense = s.dense
         if dense is not None and n < len(s.vectors):
             vectors = s.vectors[n]
-            if dense.library[n][j] and vectors.library is not None and vectors.library_titles \
-                    and dense.neighbours[n][j] >= NEIGHBOUR_Z:
+            if vectors.library is not None and vectors.library_titles and dense.neighbours[n][j] >= NEIGHBOUR_Z:
                 closest = self.pool.dense_unit()[i] @ vectors.library.neighbours.T
                 reasons.append(f"like “{_short(vectors.library_titles[int(np.argmax(closest))])}” in your library")
             elif not words and ci.interest.has_text and dense.query[n][j] >= QUERY_Z:
@@ -124,25 +212,56 @@ class Explainer:
             raw = max(float(s.raw(n)[j]), 1e-9)
             for part in ci.parts:
                 if part.kind == "seeds" and self._part(part, j) >= MENTION_SHARE * raw:
-                    reasons.append(f"like seed “{_short(self._closest('seed:', ci.seed_papers, i).title)}”")
+                    reasons.append(f"like “{_short(self._closest('seed:', ci.seed_papers, i).title)}” in your library")
         if s.liked and s.model_logit is not None and s.relevance_lift(j) >= LIFT:
-            reasons.append(f"like “{_short(self._closest('liked1:', s.liked, i).title)}”, marked more")
+            reasons.append(f"like “{_short(self._closest('liked1:', s.liked, i).title)}”, which you marked more")
         return tuple(reasons)
 
-    def _as_matched(self, keyword: str, i: int) -> list[str]:
-        """The keyword when paper i has it (a phrase: all its word pairs), else the words of it the paper has."""
-        key = ("matched", keyword, i)
+    def _phrases(self, sentence: str, i: int) -> list[str]:
+        """The phrases of a reader's sentence that paper i has (see the module doc), as the reader wrote them."""
+        key = ("phrases", sentence, i)
         found = self.index.memo.get(key)
-        if found is None:  # the same keyword and paper come up for many subscribers of a run
-            found = self.index.memo[key] = self._match(keyword, i)
+        if found is None:  # the same sentence and paper come up for many subscribers of a run
+            found = self.index.memo[key] = self._find_phrases(sentence, i)
         return found  # type: ignore[no-any-return]
 
-    def _match(self, keyword: str, i: int) -> list[str]:
-        shown, pairs, cols = _phrase(keyword)
-        if not len(pairs) or self.pool.has_terms(i, pairs).all():
-            return [keyword]
-        present = self.pool.has_terms(i, cols)
-        return list(dict.fromkeys(word for word, hit in zip(shown, present, strict=True) if hit))  # once each
+    def _find_phrases(self, sentence: str, i: int) -> list[str]:
+        cols = _sentence_columns(sentence)
+        present = self.pool.has_terms(i, cols).tolist()
+        key = ("specific", sentence)
+        specific = self.index.memo.get(key)
+        if specific is None:  # which terms are rare: the store's, not the paper's
+            rare = math.log(1 / COMMON_SHARE)  # the idf of a term in COMMON_SHARE of the papers
+            specific = self.index.memo[key] = (self.index.corpus.idf()[cols] >= rare).tolist()
+        out, at = [], 0
+        for chunk in chunks(sentence):
+            n, spans = len(chunk.words), chunk.spans
+            has, rare = present[at:at + len(chunk.cols)], specific[at:at + len(chunk.cols)]
+            at += len(chunk.cols)
+            if n == 1:
+                if has[0] and rare[0]:
+                    out.append(sentence[spans[0][0]:spans[0][1]])
+                continue
+            # pair k joins words k and k + 1: the paper has it when it has the pair and both words
+            pairs = [has[n + k] and has[k] and has[k + 1] for k in range(n - 1)]
+            k = 0  # runs of pairs the paper has, one of them rare
+            while k < len(pairs):
+                end = k
+                while pairs[k] and end + 1 < len(pairs) and pairs[end + 1]:
+                    end += 1
+                if pairs[k] and any(rare[n + k:n + end + 1]):
+                    out.append(sentence[spans[k][0]:spans[end + 1][1]])
+                k = end + 1
+        return list(dict.fromkeys(out))
+
+    def _whole(self, keyword: str, i: int) -> bool:
+        """Whether paper i has the keyword whole (a phrase: its words and all its word pairs)."""
+        key = ("whole", keyword, i)
+        found = self.index.memo.get(key)
+        if found is None:  # the same keyword and paper come up for many subscribers of a run
+            cols = _phrase(keyword)
+            found = self.index.memo[key] = not len(cols) or bool(self.pool.has_terms(i, cols).all())
+        return found  # type: ignore[no-any-return]
 
     def _closest(self, prefix: str, papers: Sequence[Paper], i: int) -> Paper:
         """Of several papers, the one whose own vector scores paper i highest."""

@@ -191,7 +191,7 @@ def sections(pool: Pool, scores: Scored, subscriber: Subscriber, *, day: date, s
     grouped: dict[str, list[Item]] = {}
     for j, i, score, name in zip(chosen, scores.papers[chosen].tolist(), final[chosen].round(6).tolist(),
                                  scores.section_names(chosen), strict=True):
-        grouped.setdefault(name, []).append(Item(pool.papers[i], score, explain.reasons(j)))
+        grouped.setdefault(name, []).append(Item(pool.papers[i], score, explain.reasons(j), explain.strength(j)))
     return tuple(Section(name, tuple(items)) for name, items in grouped.items())
 
 
