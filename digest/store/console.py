@@ -58,23 +58,36 @@ def _search(text: str) -> Any:
     return subscribers.c.email_key.contains(needle, autoescape=True) | by_name
 
 
+def _logged(day: date, *states: str) -> Any:
+    """Subscribers (by key) whose digest of `day` is in one of these states: read from the send log's (date, status)
+    index, so a filter costs the digests in that state, not a probe of the log for every subscriber."""
+    return subscribers.c.email_key.in_(sa.select(sa.func.lower(deliveries.c.subscriber)).where(
+        (deliveries.c.digest_date == day) & deliveries.c.status.in_(states)))
+
+
+def _suppressed(*reasons: str) -> Any:
+    """Subscribers suppressed (for a reason starting with one of `reasons`, when given)."""
+    query = sa.select(suppressions.c.email)
+    if reasons:
+        query = query.where(sa.or_(*(suppressions.c.reason.startswith(r) for r in reasons)))
+    return subscribers.c.email_key.in_(query)
+
+
 def _where(state: str, day: date) -> tuple[Any, Any]:
     """What to join subscribers to, and the condition, for a state of the date."""
-    on_day = (deliveries.c.subscriber == subscribers.c.email) & (deliveries.c.digest_date == day)
-    logged = subscribers.outerjoin(deliveries, on_day)
-    suppressed = subscribers.outerjoin(suppressions, suppressions.c.email == subscribers.c.email_key)
     if state in ("sent", "failed"):
-        return subscribers.join(deliveries, on_day), deliveries.c.status == state
+        return subscribers, _logged(day, state)
     if state == "bounced":
-        return logged.outerjoin(suppressions, suppressions.c.email == subscribers.c.email_key), (
-            (deliveries.c.status == "bounced") | suppressions.c.reason.startswith("bounced"))
+        return subscribers, _logged(day, "bounced") | _suppressed("bounced")
     if state == "suppressed":
-        return suppressed, suppressions.c.email.is_not(None)
+        return subscribers, _suppressed()
     if state == "paused":
-        return subscribers.join(preferences, preferences.c.email == subscribers.c.email_key), (
-            preferences.c.paused_until >= day)
+        return subscribers, subscribers.c.email_key.in_(sa.select(preferences.c.email).where(
+            preferences.c.paused_until >= day))
     if state == "due":  # not sent yet and will be: in the queue, or a delivery day with nothing holding it back
-        joined = logged.outerjoin(suppressions, suppressions.c.email == subscribers.c.email_key).outerjoin(
+        on_day = (deliveries.c.subscriber == subscribers.c.email) & (deliveries.c.digest_date == day)
+        joined = subscribers.outerjoin(deliveries, on_day).outerjoin(
+            suppressions, suppressions.c.email == subscribers.c.email_key).outerjoin(
             preferences, preferences.c.email == subscribers.c.email_key)
         frequency = sa.func.coalesce(preferences.c.frequency, subscribers.c.frequency)
         free = (suppressions.c.email.is_(None) & sa.or_(preferences.c.paused_until.is_(None),
