@@ -10,10 +10,12 @@ papers with their arXiv ids, a Zotero CSL-JSON export of four mixture-of-experts
 from __future__ import annotations
 
 import csv
+import gzip
 import html
 import io
 import json
 import re
+import time
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -151,6 +153,34 @@ def test_csl_json_goes_into_an_existing_interest_replaces_its_library_and_can_be
     assert [i.name for i in stored(site)[1].interests] == ["Robots", "moe_zotero"]  # named for the file
     gone = site.client.post(library_path(site), data={"do": "remove", "interest": "1"})
     assert "the interest “moe_zotero” with it" in text_of(gone) and stored(site)[1].interests == (ROBOTS,)
+
+
+def library_profiles(site: Server) -> int:
+    """How many libraries' profiles in the text model's space the store keeps."""
+    import sqlalchemy as sa
+
+    from digest.store.tables import cache
+
+    with site.app.store.engine.connect() as conn:
+        return int(conn.execute(sa.select(sa.func.count()).select_from(cache).where(
+            cache.c.key.contains("/library/"))).scalar_one())
+
+
+def test_an_uploaded_librarys_profile_is_made_in_the_background_before_the_next_send(site):
+    """A library of papers the store does not have (twelve arXiv papers as a CSL-JSON export): the page answers at
+    once, and its profile in the text model's space is made and kept in the background, so the next send reads
+    it instead of embedding the papers while it sends."""
+    with gzip.open(FIXTURES / "arxiv_sample_head.jsonl.gz", "rt") as rows:
+        papers = [json.loads(line) for line, _ in zip(rows, range(12), strict=False)]
+    export = json.dumps([{"id": f"item{n}", "type": "article", "title": p["title"], "abstract": p["abstract"],
+                          "URL": f"http://arxiv.org/abs/{p['id']}"} for n, p in enumerate(papers)])
+    before = library_profiles(site)
+    done = upload(site, file=("arxiv.json", export.encode()), name="Sample")
+    assert done.status_code == 200 and "Read 12 papers from arxiv.json (CSL-JSON)" in text_of(done)
+    deadline = time.monotonic() + 120
+    while library_profiles(site) == before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert library_profiles(site) == before + 1
 
 
 def test_pasted_ids_are_read_and_what_could_not_be_is_listed_with_its_line(site):

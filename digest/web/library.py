@@ -23,7 +23,7 @@ from ..signup import LIBRARY_INTEREST
 from ..subscribers import MAX_INTERESTS, MAX_LIBRARIES, MAX_NAME
 from .common import current, page
 from .public import _same_site_or_403, _token
-from .uploads import MAX_BODY_BYTES, PASTED, allow_large_body, describe, upload_of
+from .uploads import MAX_BODY_BYTES, PASTED, allow_large_body, describe, prepare_later, upload_of
 
 blueprint = Blueprint("library", __name__)
 
@@ -104,6 +104,7 @@ def _add(subscriber: Subscriber, upload: tuple[str, bytes | str] | None, choice:
     if not current().store.replace_web_profile(replace(subscriber, interests=interests)):
         return Outcome("Your interests are now managed by the newsletter's operator. Nothing was changed.", status=409)
     named = interests[-1].name if choice == NEW else interests[int(choice)].name
+    prepare_later([i for i in interests if i.name == named])
     return Outcome(f"Read {describe(read)} into “{named}”. Your next digest uses it.", read.problems)
 
 

@@ -18,11 +18,12 @@ from urllib.parse import urlsplit
 from flask import Blueprint, Response, abort, current_app, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
+from ..libraries import library_interest
 from ..onboarding import offered
-from ..signup import Form, Invalid, Refused, Signups, zones
+from ..signup import LIBRARY_INTEREST, Form, Invalid, Refused, Signups, zones
 from .common import CSP, FREQUENCIES, current, page
 from .guard import host_name, same_site
-from .uploads import MAX_BODY_BYTES, allow_large_body, describe, upload_of
+from .uploads import MAX_BODY_BYTES, allow_large_body, describe, prepare_later, upload_of
 
 blueprint = Blueprint("signup", __name__)
 
@@ -129,6 +130,8 @@ def subscribe() -> Response:
         return _form(form, exc.problems, 422, given=True)
     except Refused as exc:
         return _refused(exc)
+    if library:  # made while the reader finds the email, for the welcome page's preview
+        prepare_later([library_interest(LIBRARY_INTEREST, library)])
     return Response(page("subscribe-sent", email=form.email, hours=current().config.signup.confirm_hours,
                          library_read=describe(library) if library else "",
                          library_problems=library.problems if library else ()),
