@@ -130,8 +130,7 @@ def test_keywords_are_named_whole_and_only_when_the_paper_has_the_phrase(site):
         for r in site.rank(reader, DAY, limit=20):
             named = [reason for reason in r.reasons if reason in keywords]
             assert not set(r.reasons) & words, r.reasons
-            assert all(not reason.endswith("(in part)") for reason in r.reasons)
-            assert len(named) == len(r.reasons) or any(x.startswith(("like “", "close in")) for x in r.reasons)
+            assert all(x in keywords or x.startswith(("like “", "close in meaning")) for x in r.reasons), r.reasons
             for keyword in named:
                 if len(tokens(keyword)) > 1:
                     multi += 1
@@ -203,8 +202,7 @@ def test_each_pick_says_how_strong_a_match_it_is_in_both_parts(site):
             assert item.strength == strength(relevance[item.paper.store_id])
             seen.add(item.strength)
             why = f"{item.strength}; {', '.join(item.reasons)}" if item.reasons else item.strength
-            assert f"<b>Why:</b> {why}".replace("“", "&#8220;").replace("”", "&#8221;") in composed.rendered.html \
-                or f"<b>Why:</b> {why}" in composed.rendered.html
+            assert f"<b>Why:</b> {why}</div>" in composed.rendered.html
             assert " ".join(f"Why: {why}".split()) in " ".join(composed.rendered.text.split())
     assert {"strong match", "good match"} <= seen
     trending = site.compose(site.subscriber("katherine@example.org"), DAY, site.pool(DAY))
