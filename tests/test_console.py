@@ -121,6 +121,10 @@ def test_state_filters_on_both_stores(store_url):
                                                           "r0033@example.net"]
         assert keys("all", offset=35, limit=10) == emails[35:]
         assert keys("sent", search="r0001") == ["r0001@example.net"]
+        store.put_subscribers([Subscriber("zq@example.org", name='Zoë "Q" 100%_x', interests=(
+            Interest("Reader 3", ("kv cache",)),))], "import")
+        assert keys("all", search='ZOË "q" 100%_') == ["zq@example.org"]  # quotes, LIKE's wildcards: literal
+        assert "zq@example.org" not in keys("all", search="reader 3")  # its interest's name is not its own
     finally:
         store.close()
 

@@ -42,19 +42,27 @@ def due_frequencies(day: date) -> list[str]:
     return ["daily", f"weekly:{weekday}"] + (["weekdays"] if day.weekday() < 5 else [])
 
 
-def name_pattern(text: str) -> str:
-    """A LIKE pattern matching profiles whose top-level name contains `text` (lower-case), whatever the interests
-    are called: a stored profile begins `{"email":…,"name":…,"timezone":`, and no value can hold those keys
-    unescaped (JSON escapes their quotes)."""
-    inner = json.dumps(text, ensure_ascii=False)[1:-1]
-    escaped = inner.replace("/", "//").replace("%", "/%").replace("_", "/_")
-    return '{"email":"%","name":"%' + escaped + '%","timezone":"%'
+NAME_KEYS = ('","name":"', '","timezone":"')  # around a stored profile's own name: `{"email":…,"name":…,"timezone":`
+PROFILE_HEAD = 2048  # characters of a profile holding its address and name (254 and 100, JSON-escaped)
 
 
-def _search(text: str) -> Any:
-    """Subscribers whose address or name contains `text`, case-insensitively."""
+def _name(dialect: str) -> Any:
+    """A stored profile's top-level name (JSON-escaped), whatever its interests are called: the text between the
+    first two keys after the address, which no value can hold unescaped (JSON escapes their quotes). Cut with two
+    linear scans of the profile's head, where one LIKE with four wildcards backtracks (3 s at a million)."""
+    find = sa.func.instr if dialect == "sqlite" else sa.func.strpos
+    head = sa.func.substr(subscribers.c.profile, 1, PROFILE_HEAD)
+    start = find(head, NAME_KEYS[0]) + len(NAME_KEYS[0])
+    return sa.func.substr(head, start, find(head, NAME_KEYS[1]) - start)
+
+
+def _search(text: str, dialect: str) -> Any:
+    """Subscribers whose address or name contains `text`, in any case (SQLite: of ASCII letters, as its LIKE)."""
     needle = text.strip().lower()
-    by_name = sa.func.lower(subscribers.c.profile).like(name_pattern(needle), escape="/")
+    escaped = json.dumps(needle, ensure_ascii=False)[1:-1]  # as the profile keeps it
+    pattern = "%" + escaped.replace("/", "//").replace("%", "/%").replace("_", "/_") + "%"
+    name = _name(dialect)
+    by_name = name.like(pattern, escape="/") if dialect == "sqlite" else name.ilike(pattern, escape="/")
     return subscribers.c.email_key.contains(needle, autoescape=True) | by_name
 
 
@@ -108,7 +116,7 @@ class ConsoleStore(Base):
             return self._signup_slice(search, offset, limit)
         joined, condition = _where(state, day)
         if search.strip():
-            condition = condition & _search(search)
+            condition = condition & _search(search, self.engine.dialect.name)
         keys = sa.select(subscribers.c.email_key).select_from(joined).where(condition)
         with self.engine.connect() as conn:
             total = conn.execute(sa.select(sa.func.count()).select_from(keys.subquery())).scalar_one()
