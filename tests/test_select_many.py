@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from digest.models import Interest, Subscriber
@@ -79,9 +80,9 @@ def test_memory_is_trimmed_between_batches_and_picks_do_not_change(app, monkeypa
     from digest.select import pool as pool_module
 
     monkeypatch.setattr(pool_module, "MEMO_ENTRIES", 20)
-    monkeypatch.setattr(pool_module, "MAX_UNITS", 5)
     rng = random.Random(3)
     pool = app.pool(DAY)
+    monkeypatch.setattr(pool_module, "MAX_UNIT_FLOATS", 5 * len(pool))  # five units' rows
     subs, signals = subscribers(60, pool.papers, rng)
     index = pool.index(app.settings.title_weight)
     sizes = []
@@ -95,3 +96,44 @@ def test_memory_is_trimmed_between_batches_and_picks_do_not_change(app, monkeypa
     select_many(pool, subs[:1], day=DAY, settings=app.settings, signals=signals)
     assert len(index.memo) < max(m for m, _ in sizes)  # trimmed at the start of the last call
     assert index._n_units <= max(u for _, u in sizes)
+
+
+def test_similarity_of_a_large_pool_is_the_full_products_to_the_last_bit(app, monkeypatch):
+    """Above SIMILARITY_MATRIX_LIMIT each digest's candidates are compared on their own renumbered terms: the
+    values are exactly those of the pool-wide product, and the digests exactly those of a small pool's path."""
+    from digest.select import pool as pool_module
+
+    pool = app.pool(DAY)
+    index = pool.index(app.settings.title_weight)
+    full = (index.rows @ index.rows.T).toarray()
+    rng = np.random.default_rng(5)
+    for size in (1, 2, 7, 40, len(pool)):
+        picks_ = rng.choice(len(pool), size, replace=False)
+        assert np.array_equal(index._similarity_of(picks_), full[picks_[:, None], picks_])
+    subs, signals = subscribers(30, pool.papers, random.Random(7))
+    small = select_many(pool, subs, day=DAY, settings=app.settings, signals=signals)
+    monkeypatch.setattr(pool_module, "SIMILARITY_MATRIX_LIMIT", 10)
+    large = app.pool(DAY)
+    assert [picks(d) for d in select_many(large, subs, day=DAY, settings=app.settings, signals=signals)] == \
+        [picks(d) for d in small]
+
+
+def test_memory_follows_budgets_not_the_window(app, monkeypatch):
+    """What a run keeps between batches is bounded in floats and entries, whatever the pool's size: the unit
+    table never grows past its budget (plus the batch in hand), and shown papers' term sets past TERM_SETS."""
+    from digest.select import pool as pool_module
+
+    pool = app.pool(DAY)
+    budget = 8 * len(pool)
+    monkeypatch.setattr(pool_module, "MAX_UNIT_FLOATS", budget)
+    monkeypatch.setattr(pool_module, "TERM_SETS", 12)
+    subs, signals = subscribers(80, pool.papers, random.Random(11))
+    index = pool.index(app.settings.title_weight)
+    compose = app.composer(pool)
+    most_units = most_sets = 0
+    for first in range(0, len(subs), 10):
+        list(compose(subs[first:first + 10], DAY))
+        most_units, most_sets = max(most_units, index._unit_scores.size), max(most_sets, len(pool._terms))
+    per_batch = 10 * 3 * 4  # at most 3 interests of at most 4 keywords each per subscriber
+    assert most_units <= budget + per_batch * len(pool)
+    assert 0 < most_sets <= 12

@@ -27,7 +27,11 @@ from .vectors import centred, codes
 SIMILARITY_MATRIX_LIMIT = 3000  # pools up to this size keep every pair's similarity in memory
 MEMO_FLOATS = 25_000_000  # at most this many floats (200 MB) of per-interest scores are kept per pool
 MEMO_ENTRIES = 100_000  # memoised values a long run keeps between batches
-MAX_UNITS = 10_000  # scored query units kept (each a row of pool-length floats: 80 MB at 1,000 papers)
+# Scored query units kept between batches, as floats (80 MB): each unit is a row of pool-length floats, so a pool
+# of 7,000 papers (a week's window) keeps 1,428 units where one of 1,000 keeps 10,000. A count of units instead
+# made memory follow the window: 10,000 units at 7,000 papers were 560 MB.
+MAX_UNIT_FLOATS = 10_000_000
+TERM_SETS = 1000  # papers whose term sets `has_terms` keeps (about 30 KB each); more, and they are made again
 
 
 class Embedder(Protocol):
@@ -66,6 +70,7 @@ class Index:
         self.zeros = np.zeros(weights.shape[0])
         self.zeros.flags.writeable = False
         self._similarity: np.ndarray | None = None
+        self._renumber: np.ndarray | None = None  # scratch: a pool column's number among some papers' terms
 
     def trim(self) -> None:
         """Between batches: forget what a long run has memoised beyond its budget (recomputed when needed again).
@@ -79,7 +84,7 @@ class Index:
             self.memo.clear()
             self.memo.update(kept)
             self._vectors_left = MEMO_FLOATS // max(self.zeros.shape[0], 1)
-        if self._n_units > MAX_UNITS:
+        if self._n_units * max(self._unit_scores.shape[1], 1) > MAX_UNIT_FLOATS:
             self._unit_row.clear()
             self._unit_scores = np.zeros((0, self._unit_scores.shape[1]))
             self._n_units = 0
@@ -127,7 +132,9 @@ class Index:
             product = (self.query_matrix(todo).T @ self.matrix.T).toarray()  # units × papers
             start = self._n_units
             if start + len(todo) > len(self._unit_scores):  # grow by doubling; rows handed out stay valid
-                grown = np.zeros((max(2 * len(self._unit_scores), start + len(todo), 64), self._unit_scores.shape[1]))
+                budget = MAX_UNIT_FLOATS // max(self._unit_scores.shape[1], 1)  # (doubling past it held 2× the budget)
+                rows = max(min(2 * len(self._unit_scores), budget), start + len(todo), 64)
+                grown = np.zeros((rows, self._unit_scores.shape[1]))
                 grown[:start] = self._unit_scores[:start]
                 self._unit_scores = grown
             self._unit_scores[start:start + len(todo)] = product
@@ -162,11 +169,26 @@ class Index:
         norm = math.sqrt(float(centroid.multiply(centroid).sum())) or 1.0
         return centroid.indices.astype(np.int64), centroid.data / norm
 
+    def _similarity_of(self, picks: np.ndarray) -> np.ndarray:
+        """The papers' pairwise similarity computed now: their rows with their terms numbered among themselves.
+
+        `rows @ rows.T` on the pool's own columns turned the transpose into a row-major matrix with one row per
+        column of the pool (400,000 in a week's window) on every call: most of the call's time, for a few dozen
+        papers. Renumbered, the same products are summed in the same order (each row's terms keep theirs), so
+        the values are the same to the last bit.
+        """
+        rows = self.rows[picks]
+        if self._renumber is None:
+            self._renumber = np.zeros(rows.shape[1], dtype=np.int64)
+        self._renumber[rows.indices] = np.arange(len(rows.indices))  # a term repeated takes one number
+        local = sp.csr_matrix((rows.data, self._renumber[rows.indices], rows.indptr),
+                              shape=(len(picks), len(rows.indices)))
+        return np.asarray((local @ local.T).toarray())
+
     def similarity_among(self, picks: np.ndarray) -> np.ndarray:
         """Cosine similarity between each pair of the given papers (a small pool keeps every pair)."""
         if self.matrix.shape[0] > SIMILARITY_MATRIX_LIMIT:
-            rows = self.rows[picks]
-            return np.asarray((rows @ rows.T).toarray())
+            return self._similarity_of(picks)
         if self._similarity is None:
             self._similarity = np.asarray((self.rows @ self.rows.T).toarray())
         return self._similarity[picks[:, None], picks]
@@ -226,6 +248,8 @@ class Pool:
         """Which of the hashed columns paper i contains."""
         found = self._terms.get(i)
         if found is None:  # a set per shown paper: a few columns are looked up per reason
+            if len(self._terms) >= TERM_SETS:  # (unbounded, a week's window of shown papers held 100 MB of sets)
+                self._terms.clear()
             start, end = self._present_rows.indptr[i], self._present_rows.indptr[i + 1]
             found = self._terms[i] = frozenset(self._present_rows.indices[start:end].tolist())
         return np.fromiter((c in found for c in cols.tolist()), dtype=bool, count=len(cols))
