@@ -125,6 +125,8 @@ def test_state_filters_on_both_stores(store_url):
             Interest("Reader 3", ("kv cache",)),))], "import")
         assert keys("all", search='ZOË "q" 100%_') == ["zq@example.org"]  # quotes, LIKE's wildcards: literal
         assert "zq@example.org" not in keys("all", search="reader 3")  # its interest's name is not its own
+        for offset in (0, 5, 100):  # a search counts as it pages; past the end, counted apart
+            assert store.console_slice(DAY, search="reader 3", offset=offset, limit=5).total == 11
     finally:
         store.close()
 
