@@ -104,7 +104,8 @@ def _boost(pool: Pool, day: date, settings: SelectSettings) -> tuple[np.ndarray,
 
 
 def blocked_papers(pool: Pool, subscriber: Subscriber, signals: Signals) -> np.ndarray:
-    """Papers never to be picked: excluded, already received, or marked less."""
+    """Papers never to be picked: excluded, already received, or marked (more or less: a paper a reader rated,
+    at signup or on the web, is one they have seen, like a paper received)."""
     blocked = np.zeros(len(pool), dtype=bool)
     blocked[blocked_indices(pool, subscriber, signals)] = True
     return blocked
@@ -112,8 +113,8 @@ def blocked_papers(pool: Pool, subscriber: Subscriber, signals: Signals) -> np.n
 
 def blocked_indices(pool: Pool, subscriber: Subscriber, signals: Signals) -> np.ndarray:
     """`blocked_papers` as pool indices (often none: then no pool-sized array is made)."""
-    found = [pool.index_by_id[i] for i in signals.received | {p.store_id for p in signals.disliked}
-             if i in pool.index_by_id]
+    marked = {p.store_id for p in signals.disliked} | {p.store_id for p in signals.liked}
+    found = [pool.index_by_id[i] for i in signals.received | marked if i in pool.index_by_id]
     out = np.array(found, dtype=np.int64)
     for phrase in subscriber.exclude:
         out = np.union1d(out, np.flatnonzero(pool.contains(phrase)))
