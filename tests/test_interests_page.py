@@ -394,7 +394,7 @@ def test_hostile_forms_answer_4xx_or_a_valid_profile(site, fields, action):
 
 def test_under_a_base_path_the_page_and_its_links_are_beside_the_preferences(make_config):
     """base_url with a path: the preferences page links PATH/interests/<token>, which answers with its script at
-    PATH/interests.js and a link back to PATH/preferences/<token>, and saves there."""
+    PATH/interests.js, links back to PATH/preferences/<token> and on to PATH/library/<token>, and saves there."""
     app = App(make_config(newsletter={"base_url": "https://digest.example.org/papers"}))
     web_reader(app.store, Subscriber(email=READER, interests=(Interest("Agents", ("tool use",)),)))
     server = Server(app)
@@ -405,6 +405,8 @@ def test_under_a_base_path_the_page_and_its_links_are_beside_the_preferences(mak
         assert f'href="{mine}"' in server.client.get(preferences).text
         page = server.client.get(mine)
         assert page.status_code == 200 and f'href="{preferences}"' in page.text
+        library = preferences.replace("/papers/preferences/", "/papers/library/")
+        assert f'href="{library}"' in page.text and server.client.get(library).status_code == 200
         assert 'src="/papers/interests.js"' in page.text
         assert server.client.get("/papers/interests.js").status_code == 200
         saved = server.client.post(mine, data={**form(page.text), "keywords-0": "tool use, planning"})

@@ -15,6 +15,8 @@ FREQUENCIES = [("daily", "Every day"), ("weekdays", "Monday to Friday")] + [
 
 CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data: https:; form-action 'self'; "
        "base-uri 'none'; frame-ancestors 'none'")
+# Who keeps the interests of a reader the web cannot change (their profile's source: a file, an import).
+MANAGERS = {"file": "a profile file", "import": "a list they imported"}
 
 
 def current() -> App:

@@ -24,14 +24,13 @@ from ..models import MAX_ROW_ID, Interest, Subscriber
 from ..signup import zones
 from ..subscribers import MAX_DESCRIPTION, MAX_INTERESTS, MAX_NAME, validate
 from ..topics import chosen
-from .common import CSP, current, page
+from .common import CSP, MANAGERS, current, page
 from .public import _same_site_or_403, _token
 
 blueprint = Blueprint("interests", __name__)
 
 MAX_MARKS_SHOWN = 100  # marks listed (newest first); the reset forgets them all, listed or not
 REGIONS = ("Africa", "America", "Antarctica", "Arctic", "Asia", "Atlantic", "Australia", "Europe", "Indian", "Pacific")
-MANAGERS = {"file": "a profile file", "import": "a list they imported"}
 # A library counts as given, as `library` does in a profile file: an interest made of a library alone is valid. The
 # validator cannot read a stored library (only a file beside a profile), so it is shown this stand-in, taken out after.
 _BY_LIBRARY = "(its library)"
@@ -244,7 +243,8 @@ def _page(source: str, subscriber: Subscriber, rows: list[Row], *, status: int =
                 send_at=given["send_at"] if given else f"{subscriber.send_at:%H:%M}", timezone=zone,
                 stored_zone=subscriber.timezone, zones=zone_groups(zone), guess=zone == "UTC" and not given,
                 max_name=MAX_NAME, max_description=MAX_DESCRIPTION,
-                preferences_url=f"{base}/preferences/{token}", script_url=f"{base}/interests.js")
+                preferences_url=f"{base}/preferences/{token}", library_url=f"{base}/library/{token}",
+                script_url=f"{base}/interests.js")
     response = Response(html, status, content_type="text/html; charset=utf-8")
     response.headers["Content-Security-Policy"] = CSP + "; script-src 'self'"
     return response

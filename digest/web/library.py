@@ -21,14 +21,13 @@ from ..libraries import MAX_ENTRIES, Library, LibraryError, library_interest, re
 from ..models import Interest, Subscriber
 from ..signup import LIBRARY_INTEREST
 from ..subscribers import MAX_INTERESTS, MAX_LIBRARIES, MAX_NAME
-from .common import current, page
+from .common import MANAGERS, current, page
 from .public import _same_site_or_403, _token
 from .uploads import MAX_BODY_BYTES, PASTED, allow_large_body, describe, prepare_later, upload_of
 
 blueprint = Blueprint("library", __name__)
 
 NEW = "new"  # the interest choice that makes a new interest
-MANAGERS = {"file": "a profile file", "import": "a list they imported"}
 
 
 @dataclass(frozen=True)
