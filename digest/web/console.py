@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from ..models import Subscriber
@@ -58,6 +59,11 @@ class Row:
     liftable: bool  # suppressed by a bounce or complaint: the operator may lift it
     paused_until: date | None
     last_sent: date | None
+
+    @property
+    def source_name(self) -> str:
+        """The source as the list shows it: a profile file by its name (its page shows the whole path)."""
+        return f"file {Path(self.source[5:]).name}" if self.source.startswith("file ") else self.source
 
 
 def rows(app: App, keys: tuple[str, ...], day: date, now: datetime | None = None) -> list[Row]:
