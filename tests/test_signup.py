@@ -113,7 +113,7 @@ def body(response: httpx.Response) -> str:
 
 def test_the_form_offers_the_catalogue_a_csrf_token_and_the_time_zone_script(site):
     """GET /subscribe: every topic with its summary, the frequencies, a CSRF field and cookie, the honeypot, and a
-    script (allowed by the page's CSP) that fills in the browser's time zone."""
+    time zone picker grouped by region, with a script (allowed by the page's CSP) that chooses the browser's zone."""
     page = site.client.get("/subscribe")
     assert page.status_code == 200
     for name, summary in [("LLM inference", "Serving large language models"), ("GPU kernels", "Writing fast GPU")]:
@@ -125,6 +125,10 @@ def test_the_form_offers_the_catalogue_a_csrf_token_and_the_time_zone_script(sit
     assert "script-src 'self'" in page.headers["content-security-policy"]
     script = site.client.get("/subscribe.js")
     assert script.status_code == 200 and "resolvedOptions().timeZone" in script.text
+    # the time zone: a list grouped by region (not a free-text box), UTC chosen until the script or reader changes it
+    assert '<select id="timezone" name="timezone"' in page.text and 'list="zones"' not in page.text
+    assert '<optgroup label="Europe">' in page.text and '<option value="Asia/Tokyo">Tokyo</option>' in page.text
+    assert '<option value="UTC" selected>' in page.text
 
 
 def test_a_signup_sends_only_a_confirmation_and_subscribes_nobody(site):

@@ -21,16 +21,14 @@ from typing import Any
 from flask import Blueprint, Response, abort, request
 
 from ..models import MAX_ROW_ID, Interest, Subscriber
-from ..signup import zones
 from ..subscribers import MAX_DESCRIPTION, MAX_INTERESTS, MAX_NAME, validate
 from ..topics import chosen
-from .common import CSP, MANAGERS, current, page
+from .common import CSP, MANAGERS, current, page, zone_groups
 from .public import _same_site_or_403, _token
 
 blueprint = Blueprint("interests", __name__)
 
 MAX_MARKS_SHOWN = 100  # marks listed (newest first); the reset forgets them all, listed or not
-REGIONS = ("Africa", "America", "Antarctica", "Arctic", "Asia", "Atlantic", "Australia", "Europe", "Indian", "Pacific")
 # A library counts as given, as `library` does in a profile file: an interest made of a library alone is valid. The
 # validator cannot read a stored library (only a file beside a profile), so it is shown this stand-in, taken out after.
 _BY_LIBRARY = "(its library)"
@@ -210,18 +208,6 @@ def _topic_names(rows: list[Row], topics: Any) -> list[str]:
     names = {t.name.lower(): t.name for t in topics}
     return [f"Interest {n}: “{r.name.strip()}” is the name of a topic; tick the topic instead, or choose another "
             "name." for n, r in enumerate(rows, start=1) if r.name.strip().lower() in names]
-
-
-def zone_groups(selected: str) -> list[tuple[str, list[tuple[str, str]]]]:
-    """The time zones the picker offers, grouped by region: (region, [(zone, label)]); `selected` among them."""
-    groups: dict[str, list[tuple[str, str]]] = {"UTC": [("UTC", "UTC")], **{region: [] for region in REGIONS}}
-    for zone in sorted(zones()):
-        region, _, place = zone.partition("/")
-        if region in REGIONS and place:
-            groups[region].append((zone, place.replace("_", " ").replace("/", " – ")))
-    if not any(zone == selected for offered in groups.values() for zone, _ in offered):
-        groups["Other"] = [(selected, selected)]  # a profile's zone outside the regions (US/Eastern) stays possible
-    return [(region, offered) for region, offered in groups.items() if offered]
 
 
 def _page(source: str, subscriber: Subscriber, rows: list[Row], *, status: int = 200, message: str = "",

@@ -21,7 +21,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from ..libraries import library_interest
 from ..onboarding import offered
 from ..signup import LIBRARY_INTEREST, Form, Invalid, Refused, Signups, zones
-from .common import CSP, FREQUENCIES, current, page
+from .common import CSP, FREQUENCIES, current, page, zone_groups
 from .guard import host_name, same_site
 from .uploads import MAX_BODY_BYTES, allow_large_body, describe, prepare_later, upload_of
 
@@ -35,7 +35,9 @@ SCRIPT = """// Fills in the reader's time zone from the browser; they can still 
   if (!field || field.dataset.given) { return; }
   try {
     var zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
-    if (zone) { field.value = zone; }
+    for (var i = 0; i < field.options.length; i++) {  /* only a zone the list offers: else UTC stays chosen */
+      if (field.options[i].value === zone) { field.value = zone; break; }
+    }
   } catch (e) { /* an old browser: UTC stays */ }
 })();
 """
@@ -80,8 +82,9 @@ def _form(form: Form, problems: list[str], status: int, *, given: bool, action: 
     if not _COOKIE_VALUE.match(cookie):
         cookie = secrets.token_urlsafe(24)
     action = action or request.path
-    html = page("subscribe", topics=current().config.topics, frequencies=FREQUENCIES, zones=sorted(zones()),
-                values=form, problems=problems, csrf=room().form_token(cookie), action=action, given=given,
+    zone = form.timezone if form.timezone in zones() else "UTC"  # (a zone typed outside the list is not offered back)
+    html = page("subscribe", topics=current().config.topics, frequencies=FREQUENCIES, zones=zone_groups(zone),
+                zone=zone, values=form, problems=problems, csrf=room().form_token(cookie), action=action, given=given,
                 script_url=action.rsplit("/", 1)[0] + "/subscribe.js")
     response = Response(html, status, content_type="text/html; charset=utf-8")
     base = urlsplit(current().newsletter.base_url)
