@@ -502,7 +502,7 @@ def cmd_check(config: Config, args: argparse.Namespace) -> int:
         print(f"{'stop' if finding.stops_smtp else 'not ready'}: {finding.line()}")
     print(f"publish in DNS for {config.newsletter.from_address.rpartition('@')[2]} (no lookup was made: compare with "
           "what your DNS holds):")
-    for record in launch.dns_records(config):
+    for record in launch.dns_records(config, os.environ):
         print(f"  {record}")
     for assumed in launch.assumptions(config, serve):
         print(f"assumed: {assumed}")

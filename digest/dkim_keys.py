@@ -3,6 +3,7 @@ algorithm, signing a SHA-256 digest in OpenSSL."""
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import stat
@@ -13,7 +14,7 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric import ed25519, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 from cryptography.hazmat.primitives.hashes import SHA256
-from cryptography.hazmat.primitives.serialization import load_pem_private_key
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat, load_pem_private_key
 
 from .errors import ConfigError
 from .filemodes import OPEN_TO_OTHERS
@@ -33,6 +34,7 @@ class SigningKey:
 
     def __init__(self, key: rsa.RSAPrivateKey | ed25519.Ed25519PrivateKey) -> None:
         self._sign: Callable[[bytes], bytes]
+        self._public = key.public_key()
         if isinstance(key, rsa.RSAPrivateKey):
             self.algorithm, self.bits = "rsa-sha256", key.key_size
             pkcs1, prehashed = padding.PKCS1v15(), Prehashed(SHA256())  # RSASSA-PKCS1-v1_5 over the digest
@@ -48,6 +50,15 @@ class SigningKey:
     def sign(self, digest: bytes) -> bytes:
         """The signature of a SHA-256 `digest`."""
         return self._sign(digest)
+
+    def dns_value(self) -> str:
+        """The p= of this key's DNS record, so `digest check` prints the record to publish, not a placeholder:
+        base64 of the SubjectPublicKeyInfo for RSA (RFC 6376 3.6.1), of the bare 32 bytes for Ed25519 (RFC 8463)."""
+        if isinstance(self._public, ed25519.Ed25519PublicKey):
+            raw = self._public.public_bytes(Encoding.Raw, PublicFormat.Raw)
+        else:
+            raw = self._public.public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo)
+        return base64.b64encode(raw).decode()
 
 
 def read_key_file(path: Path, source: str) -> bytes:

@@ -26,6 +26,7 @@ SAMPLE_STREET = "example street"  # the sample footer's "1 Example Street, Examp
 SERVE_HOST, SERVE_PORT = "127.0.0.1", 8025  # `digest serve`'s defaults (no setting records how it is started)
 WILDCARDS = ("", "0.0.0.0", "::")
 ALLOW_ENV = "DIGEST_ALLOW_PLACEHOLDER"  # =1: --allow-placeholder for every command (a lab, a test suite)
+TXT_STRING = 255  # RFC 1035: one character-string of a TXT record holds at most 255 bytes
 
 
 @dataclass(frozen=True)
@@ -181,9 +182,10 @@ def assumptions(config: Config, serve: Serve) -> list[str]:
             f"{path} (the public pages answer under it) and the Host header (or setting it to {serve.host})"]
 
 
-def dns_records(config: Config) -> list[str]:
+def dns_records(config: Config, environ: Mapping[str, str] | None = None) -> list[str]:
     """The records to publish so receivers trust the From domain: SPF for the envelope sender's domain, DMARC,
-    and DKIM's when a selector is set. Printed with placeholders in <>; no lookup is made."""
+    and DKIM's when a selector is set, with the public half of its key when the key can be read (`environ` holds
+    dkim.key_env). What cannot be known here is a placeholder in <>; no lookup is made."""
     from_domain = _domain(config.newsletter.from_address)
     envelope = _domain(config.delivery.return_path) if config.delivery.return_path else from_domain
     relay = config.smtp.host
@@ -194,13 +196,41 @@ def dns_records(config: Config) -> list[str]:
                'p=quarantine once the reports show every digest passes)']
     d = config.dkim
     domain = d.domain or from_domain
+    keys = _public_keys(config, environ or {})
     if d.selector:
         kind = "ed25519" if d.algorithm == "ed25519-sha256" else "rsa"
-        records.append(f'{d.selector}._domainkey.{domain} TXT "v=DKIM1; k={kind}; p=<the public key>"   (DKIM; '
-                       'README, section "DKIM", shows how to print it)')
+        records.append(_dkim_record(f"{d.selector}._domainkey.{domain}", kind, keys.get(d.selector)))
     if d.ed25519_selector:
-        records.append(f'{d.ed25519_selector}._domainkey.{domain} TXT "v=DKIM1; k=ed25519; p=<the public key>"')
+        records.append(_dkim_record(f"{d.ed25519_selector}._domainkey.{domain}", "ed25519",
+                                    keys.get(d.ed25519_selector)))
     return records
+
+
+def _public_keys(config: Config, environ: Mapping[str, str]) -> dict[str, str]:
+    """Each DKIM selector's p= value, from the keys a send would sign with; none when they cannot be read (the
+    check's dkim finding says why)."""
+    from .signing import DkimSigner
+
+    try:
+        signer = DkimSigner.from_config(config, environ)
+    except DigestError:
+        return {}
+    return {s.selector: s.key.dns_value() for s in signer.signatures} if signer else {}
+
+
+def _dkim_record(name: str, kind: str, key: str | None) -> str:
+    """The DKIM record as a zone file writes it. A 2048-bit RSA key runs past one string's 255 bytes, so the value
+    is split into quoted strings, which receivers join (RFC 6376 3.6.2.2)."""
+    if key is None:
+        return f'{name} TXT "v=DKIM1; k={kind}; p=<the public key>"   (DKIM; README, section "DKIM", shows how ' \
+               "to print the key)"
+    value = f"v=DKIM1; k={kind}; p={key}"
+    strings = [value[i:i + TXT_STRING] for i in range(0, len(value), TXT_STRING)]
+    note = "(DKIM: the public half of its key"
+    if len(strings) > 1:
+        note += "; where your DNS host asks for one value, give it the strings joined, without the quotes"
+    quoted = " ".join('"' + part + '"' for part in strings)
+    return f"{name} TXT {quoted}   {note})"
 
 
 def check(config: Config, environ: Mapping[str, str], serve: Serve) -> list[Finding]:

@@ -3,8 +3,10 @@ under the sample's identity stops (exit 2) unless it is a lab, and the DKIM warn
 
 from __future__ import annotations
 
+import base64
 import logging
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -196,3 +198,38 @@ def test_the_readme_says_how_to_go_live_in_order_and_its_contents_lead_somewhere
     contents = readme[readme.index("**Contents:**"):readme.index("---")]
     links = set(re.findall(r"\]\(#([^)]+)\)", contents))
     assert len(links) >= 20 and links <= anchors, links - anchors
+
+
+def test_check_prints_the_dkim_records_with_the_public_keys_the_readme_commands_print(tmp_path):
+    """The DKIM records carry the real p= (an RSA key file, an Ed25519 key in the environment), equal to what the
+    README's openssl commands print; the RSA record is split into strings of at most 255 characters; a key that
+    cannot be read leaves the placeholder and the finding that says why."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("openssl is not installed")
+    rsa_pem, ed_pem = tmp_path / "dkim.pem", tmp_path / "dkim-ed25519.pem"
+    subprocess.run([openssl, "genrsa", "-out", str(rsa_pem), "2048"], check=True, capture_output=True)
+    subprocess.run([openssl, "genpkey", "-algorithm", "ed25519", "-out", str(ed_pem)], check=True, capture_output=True)
+    rsa_pem.chmod(0o600)
+
+    def public(kind: str, pem: Path) -> str:
+        der = subprocess.run([openssl, kind, "-in", str(pem), "-pubout", "-outform", "DER"], check=True,
+                             capture_output=True).stdout
+        return base64.b64encode(der if kind == "rsa" else der[-32:]).decode()
+
+    (tmp_path / "site").mkdir()
+    site = sample_site(tmp_path / "site", IDENTITY + f'[dkim]\nselector = "mail"\nkey_file = "{rsa_pem}"\n'
+                                                     'ed25519_selector = "ed"\n')
+    result = digest(site, "check", DIGEST_DKIM_ED25519_KEY=ed_pem.read_text())
+    records = {line.split()[0]: line for line in result.stdout.splitlines() if "._domainkey." in line}
+    rsa_line, ed_line = records["mail._domainkey.papers.acme.dev"], records["ed._domainkey.papers.acme.dev"]
+    strings = re.findall(r'"([^"]*)"', rsa_line)
+    assert len(strings) == 2 and all(len(s) <= launch.TXT_STRING for s in strings)
+    assert "".join(strings) == f"v=DKIM1; k=rsa; p={public('rsa', rsa_pem)}"
+    assert re.findall(r'"([^"]*)"', ed_line) == [f"v=DKIM1; k=ed25519; p={public('pkey', ed_pem)}"]
+    assert "<the public key>" not in result.stdout and "dkim" not in result.stdout.split("publish in DNS")[0]
+
+    rsa_pem.chmod(0o644)  # refused as a key file: the record cannot carry it
+    result = digest(site, "check", DIGEST_DKIM_ED25519_KEY=ed_pem.read_text())
+    assert "not ready: dkim.selector: set, but its key cannot be used" in result.stdout
+    assert 'mail._domainkey.papers.acme.dev TXT "v=DKIM1; k=rsa; p=<the public key>"' in result.stdout
