@@ -246,9 +246,9 @@ def smtp_gate(config: Config, environ: Mapping[str, str], *, allow_placeholder: 
     stops = identity(config)
     if stops and not allow_placeholder:
         names = ", ".join(dict.fromkeys(f.setting for f in stops))
-        raise ConfigError(f"{config.source or 'settings'}: {what} would go out under the sample's "
-                          f"placeholder identity ({names}); set your own in [newsletter] (`digest check` lists each "
-                          f"fix), or pass --allow-placeholder (${ALLOW_ENV}=1) for a lab")
+        raise ConfigError(f"{config.source or 'settings'}: {what} would go out under a placeholder identity "
+                          f"({names}); set your own in [newsletter] (`digest check` lists each fix), or pass "
+                          f"--allow-placeholder (${ALLOW_ENV}=1) for a lab")
     if stops:
         return []
     return [f"not ready for real readers: {f.line()}" for f in secret(config, environ)]

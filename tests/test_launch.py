@@ -18,6 +18,7 @@ import pytest
 from digest import jobs, launch
 from digest.config import build_config, load_config
 from digest.dispatch import UNSIGNED
+from digest.errors import ConfigError
 from digest.pipeline import App
 
 from .conftest import DAY, SEEDS, cli_env, sample_site
@@ -118,8 +119,12 @@ def test_each_placeholder_of_the_identity_is_found(tmp_path, settings, placehold
                           "postal_address": "Acme Papers, 12 Quay Road, Leith"}}
     for section, values in settings.items():
         raw.setdefault(section, {}).update(values)
-    found = launch.identity(build_config(raw, base=tmp_path))
+    config = build_config(raw, base=tmp_path)
+    found = launch.identity(config)
     assert [f.setting for f in found] == [placeholder] and found[0].stops_smtp
+    # An operator's own loopback base_url is no "sample's" identity: the stop names what it is, nothing more.
+    with pytest.raises(ConfigError, match=rf"would go out under a placeholder identity \({re.escape(placeholder)}\);"):
+        launch.smtp_gate(config, {}, allow_placeholder=False)
 
 
 def test_an_smtp_send_under_the_placeholder_stops_with_exit_2_and_sends_nothing(tmp_path):
