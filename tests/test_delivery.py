@@ -166,3 +166,21 @@ def test_a_message_that_cannot_be_signed_fails_alone(smtp_app, monkeypatch):
     assert by["grace@example.org"].status == "failed" and "the signing key went away" in by["grace@example.org"].reason
     assert app.store.delivery("grace@example.org", DAY).status == "failed"
     assert report.count("sent") == 3 and not report.ok
+
+
+def test_a_rerun_counts_each_subscriber_once_when_sent_and_suppressed_since(smtp_app):
+    """Sent today, then unsubscribed: a second send of the day skips each subscriber once (it counted a digest
+    both settled and suppressed twice: 'skipped 6' of 5 subscribers)."""
+    server = Recorder()
+    with smtp_server(server) as port:
+        app = smtp_app(port)
+        first = app.send(DAY)
+        sent = {o.subscriber for o in first.outcomes if o.status == "sent"}
+        assert len(sent) >= 2
+        unsubscribed = sorted(sent)[0]
+        app.store.suppress(unsubscribed.lower(), "unsubscribed")
+        again = app.send(DAY)
+    skipped = [o.subscriber for o in again.outcomes if o.status == "skipped"]
+    assert sorted(skipped) == sorted(set(skipped))  # nobody named twice
+    assert again.count("skipped") == first.count("sent") + first.count("skipped") == len(skipped)
+    assert again.count("sent") == 0 and len(server.messages) == len(sent)

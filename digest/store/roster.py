@@ -330,8 +330,12 @@ class RosterStore(Base):
                 mine & deliveries.c.status.in_(SETTLED)).limit(KEEP)
             found.skip(((r.subscriber, settled_reason(r.status, r.detail)) for r in conn.execute(settled)),
                        counts.get("sent", 0) + counts.get("bounced", 0))
+            # (one whose digest of the day is settled was counted above: suppressed after it went, not skipped twice)
+            settled_today = sa.exists().where((deliveries.c.subscriber == subscribers.c.email)
+                                              & (deliveries.c.digest_date == day) & deliveries.c.status.in_(SETTLED))
             blocked = (sa.select(subscribers.c.email, suppressed.label("suppressed"), preferences.c.paused_until)
-                       .select_from(_with_preferences()).where(in_slots & (suppressed.is_not(None) | paused)))
+                       .select_from(_with_preferences())
+                       .where(in_slots & (suppressed.is_not(None) | paused) & ~settled_today))
             total = conn.execute(sa.select(sa.func.count()).select_from(blocked.subquery())).scalar_one()
             found.skip(((r.email, f"suppressed ({r.suppressed})" if r.suppressed else f"paused until {r.paused_until}")
                         for r in conn.execute(blocked.limit(KEEP))), total)
