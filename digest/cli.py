@@ -498,6 +498,12 @@ def cmd_check(config: Config, args: argparse.Namespace) -> int:
 
     serve = launch.Serve(args.host, args.port)
     findings = launch.check(config, os.environ, serve)
+    app = _app(config)
+    try:  # the subscribers a send would read (profile files synced)
+        app.sync()
+        findings += launch.readers(app.store)
+    finally:
+        app.close()
     for finding in findings:
         print(f"{'stop' if finding.stops_smtp else 'not ready'}: {finding.line()}")
     print(f"publish in DNS for {config.newsletter.from_address.rpartition('@')[2]} (no lookup was made: compare with "

@@ -233,6 +233,18 @@ def _dkim_record(name: str, kind: str, key: str | None) -> str:
     return f"{name} TXT {quoted}   {note})"
 
 
+def readers(store: Any) -> list[Finding]:
+    """The sample's readers (reserved example domains) still among the subscribers: their digests go nowhere."""
+    count, first = store.subscribers_on([*EXAMPLE_DOMAINS, *RESERVED_TLDS])
+    if not count:
+        return []
+    total = store.count_subscribers()
+    return [Finding("subscribers", f"{count} of {total} subscribers are on reserved example domains "
+                    f"({', '.join(first)}{', …' if count > len(first) else ''}): the sample's readers, whose digests "
+                    "go nowhere", "take the sample profiles out of subscribers.dir (`digest subscribers remove "
+                    "EMAIL` for imported ones) and add your readers")]
+
+
 def check(config: Config, environ: Mapping[str, str], serve: Serve) -> list[Finding]:
     """Everything not ready for real readers, the identity first."""
     return [*identity(config), *secret(config, environ), *dkim(config, environ), *served(config, serve)]

@@ -59,16 +59,23 @@ def test_check_on_the_sample_names_every_setting_with_its_fix(tmp_path):
         "newsletter.from_address", "newsletter.base_url", "newsletter.postal_address"]
     assert all("; fix: " in line for line in stops)
     not_ready = {line.split(":")[1].strip() for line in lines if line.startswith("not ready: ")}
-    assert not_ready == {"newsletter.secret_env", "dkim.selector"}
+    assert not_ready == {"newsletter.secret_env", "dkim.selector", "subscribers"}
+    readers = next(line for line in lines if line.startswith("not ready: subscribers: "))
+    assert readers.startswith("not ready: subscribers: 5 of 5 subscribers are on reserved example domains "
+                              "(ada@example.org, alan@example.org, grace@example.org, …)")
     assert '  example.org TXT "v=spf1 ' in result.stdout
     assert '  _dmarc.example.org TXT "v=DMARC1; p=none; ' in result.stdout
-    assert lines[-1] == "5 to fix before real readers (3 would stop a send over SMTP); run `digest check` again " \
+    assert lines[-1] == "6 to fix before real readers (3 would stop a send over SMTP); run `digest check` again " \
                         "after each fix"
 
 
 def test_check_passes_a_ready_install_and_prints_the_records_for_its_domain(tmp_path):
-    """Own identity, a secret, a relay that signs: exit 0; the records name the From domain and the relay."""
-    result = digest(sample_site(tmp_path, READY), "check", "--config", str(tmp_path / "digest.toml"))
+    """Own identity, a secret, a relay that signs, own readers: exit 0; the records name the From domain and the
+    relay."""
+    site = sample_site(tmp_path, READY)
+    for profile in (site / "subscribers").glob("*.toml"):  # the operator's own readers instead of the sample's
+        profile.write_text(profile.read_text().replace("@example.org", "@uni.acme.dev"))
+    result = digest(site, "check", "--config", str(tmp_path / "digest.toml"))
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.splitlines()[-1] == "ready for real readers"
     assert 'papers.acme.dev TXT "v=spf1 a:smtp.acme.dev ~all"' in result.stdout
@@ -238,3 +245,23 @@ def test_check_prints_the_dkim_records_with_the_public_keys_the_readme_commands_
     result = digest(site, "check", DIGEST_DKIM_ED25519_KEY=ed_pem.read_text())
     assert "not ready: dkim.selector: set, but its key cannot be used" in result.stdout
     assert 'mail._domainkey.papers.acme.dev TXT "v=DKIM1; k=rsa; p=<the public key>"' in result.stdout
+
+
+def test_readers_on_example_domains_are_found_on_both_databases(store_url):
+    """Addresses on a reserved domain or under one are counted and the first named; a look-alike is not."""
+    from digest.models import Subscriber
+    from digest.store import Store
+
+    store = Store(store_url)
+    try:
+        emails = ["b@example.org", "a@lab.example.com", "c@host.test", "d@example.org.uk", "e@myexample.org",
+                  "f@acme.dev"]
+        store.put_subscribers([Subscriber(email=e) for e in emails], "import")
+        assert store.subscribers_on([*launch.EXAMPLE_DOMAINS, *launch.RESERVED_TLDS], limit=2) == \
+            (3, ["a@lab.example.com", "b@example.org"])
+        found = launch.readers(store)
+        assert [f.setting for f in found] == ["subscribers"]
+        assert "3 of 6 subscribers are on reserved example domains (a@lab.example.com, b@example.org, c@host.test)" \
+            in found[0].problem
+    finally:
+        store.close()

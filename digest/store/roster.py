@@ -247,6 +247,16 @@ class RosterStore(Base):
                 (subscribers.c.email_key == email.lower()) & (subscribers.c.source == source)))
         return bool(result.rowcount)
 
+    def subscribers_on(self, domains: Sequence[str], limit: int = 3) -> tuple[int, list[str]]:
+        """How many subscribers have an address on one of these domains or under them (x@d, x@y.d), and the first
+        `limit` such addresses (`digest check`: the sample's readers on example.org still in the list)."""
+        key = subscribers.c.email_key
+        on = sa.or_(*(key.like(f"%@{d}") | key.like(f"%.{d}") for d in domains)) if domains else sa.false()
+        with self.engine.connect() as conn:
+            total = conn.execute(sa.select(sa.func.count()).select_from(subscribers).where(on)).scalar_one()
+            first = conn.execute(sa.select(subscribers.c.email).where(on).order_by(key).limit(limit)).scalars()
+            return int(total), list(first)
+
     def count_subscribers(self) -> int:
         with self.engine.connect() as conn:
             return int(conn.execute(sa.select(sa.func.count()).select_from(subscribers)).scalar_one())
