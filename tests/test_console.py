@@ -13,6 +13,8 @@ from bs4 import BeautifulSoup
 from digest.models import Interest, Subscriber
 from digest.pipeline import App
 from digest.store import Store
+from digest.store import console as console_store
+from digest.store.console import SEARCH_INDEXES, drop_search_indexes, make_search_indexes
 from digest.store.tables import bounces
 from digest.web.console import PAGE_SIZE
 
@@ -89,6 +91,78 @@ def test_search_by_address_or_name(big):
         [f"r123{i}@example.net" for i in range(2, 10)] and showing == "1–11 of 11"
     assert listed(big, q="Ada's topic") == ([], "none")
     assert listed(big, q="%")[1] == "none" and listed(big, q="_")[1] == "none"  # LIKE's wildcards are literal
+
+
+def test_a_long_match_is_counted_only_past_the_page(big):
+    """A search or filter counts COUNT_AHEAD matches past the page's start and says "more than" beyond, with next
+    pages but no last; near the end of the matches the count is exact again."""
+    first, showing = listed(big, q="EXAMPLE.NET")
+    assert first == sorted(s.email for s in people(MANY))[:PAGE_SIZE] and showing == "1–50 of more than 1,000"
+    page = BeautifulSoup(big.client.get("/admin/", params={"q": "example.net", "page": 30}, auth=OPERATOR).text,
+                         "html.parser")
+    pages = page.find("nav", attrs={"aria-label": "Pages"})
+    assert page.find(id="showing").get_text(strip=True) == "1,451–1,500 of more than 2,450"
+    assert "page 30" in pages.get_text() and " of " not in pages.get_text() and pages.find("a", string="next")
+    assert pages.find("a", string="last") is None
+    assert listed(big, q="example.net", page=49) == (sorted(s.email for s in people(MANY))[2400:2450],
+                                                     "2,401–2,450 of 2,500")
+    assert listed(big, q="example.net", page=60)[1] == "2,451–2,500 of 2,500"  # past the end: the last page
+    assert listed(big, state="due")[1] == "1–50 of more than 1,000"  # a filter as well
+    assert listed(big)[1] == "1–50 of 2,500"  # the whole list: counted
+
+
+def test_search_with_and_without_the_trigram_indexes(store_url, monkeypatch):
+    """A new store has the search indexes (PostgreSQL's pg_trgm, SQLite's FTS5 trigram table) and a search reads
+    them, or for a needle many match the list in address order; without them (pg_trgm not allowed, an SQLite
+    without FTS5) it scans the profiles; all find the same. An address or name changed or removed is found by
+    what it is now."""
+    store = Store(store_url)
+    try:
+        store.put_subscribers(people(30) + [Subscriber("zq@example.org", name='Zoë "Q" 100%_x', interests=(
+            Interest("Reader 2", ("kv cache",)),))], "import")
+        searches = ("reader 2", "R002", "@EXAMPLE.ORG", 'zoë "q" 100%_', "%%", "example.net", "r0")
+
+        def found(on: Store) -> list[tuple[tuple[str, ...], int, bool]]:
+            return [(s.keys, s.total, s.exact) for s in (on.console_slice(DAY, search=q, limit=5) for q in searches)]
+
+        indexed = found(store)
+        assert store._search_indexed() is True
+        assert indexed[0] == (("r0002@example.net", "r0020@example.net", "r0021@example.net", "r0022@example.net",
+                               "r0023@example.net"), 11, True)
+        assert indexed[1:5] == [(("r0020@example.net", "r0021@example.net", "r0022@example.net",
+                                  "r0023@example.net", "r0024@example.net"), 10, True),
+                                (("zq@example.org",), 1, True), (("zq@example.org",), 1, True), ((), 0, True)]
+        assert indexed[5][1:] == (30, True) and indexed[6][1:] == (30, True)
+        monkeypatch.setattr(console_store, "FEW_MATCHES", 2)  # every needle "many": read in address order
+        assert found(store) == indexed
+        monkeypatch.undo()
+        if store.engine.dialect.name == "postgresql":
+            with store.engine.begin() as conn:  # the search's expressions are the indexes' (seen with scans off)
+                conn.execute(sa.text("SET LOCAL enable_seqscan = off"))
+                plan = "\n".join(conn.execute(sa.text(
+                    "EXPLAIN SELECT email_key FROM subscribers WHERE email_key LIKE '%r002%' OR "
+                    "(subscribers.profile::jsonb ->> 'name') ILIKE '%reader 2%'")).scalars())
+            assert all(name in plan for name in SEARCH_INDEXES), plan
+        with store.engine.begin() as conn:
+            drop_search_indexes(conn)
+        scanning = Store(store_url)
+        try:
+            assert scanning._search_indexed() is False and found(scanning) == indexed
+        finally:
+            scanning.close()
+        with store.engine.begin() as conn:
+            assert make_search_indexes(conn)  # (made again, over the rows there: as migration 0007 does)
+        renamed = Store(store_url)
+        try:
+            renamed.put_subscribers([Subscriber("zq@example.org", name="Quinn Zed")], "import")
+            assert renamed.remove_subscriber("r0029@example.net", "import")
+            assert renamed.console_slice(DAY, search="zoë").keys == ()
+            assert renamed.console_slice(DAY, search="QUINN").keys == ("zq@example.org",)
+            assert renamed.console_slice(DAY, search="r0029").keys == ()
+        finally:
+            renamed.close()
+    finally:
+        store.close()
 
 
 def test_state_filters_on_both_stores(store_url):

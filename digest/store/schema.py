@@ -17,7 +17,7 @@ from ..errors import StoreError
 from .engine import write
 from .tables import metadata
 
-HEAD = "0006"  # the newest migration; tests check it against migrations/versions/
+HEAD = "0007"  # the newest migration; tests check it against migrations/versions/
 BASELINE = "0001"  # the schema before migrations
 VERSION_TABLE = "alembic_version"
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
@@ -84,7 +84,10 @@ def _locked_current(conn: Connection) -> str | None:
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK_KEY})
     revision = current(conn)
     if revision is None:
+        from .console import make_search_indexes  # (the search indexes, as migration 0007 makes them)
+
         metadata.create_all(conn)
+        make_search_indexes(conn)
         _stamp(conn, HEAD)
     return revision
 

@@ -25,15 +25,17 @@ WORKERS_SINCE = timedelta(days=1)  # workers listed, as `digest status` lists th
 
 @dataclass(frozen=True)
 class Paging:
-    """Where a page is in its list."""
+    """Where a page is in its list; a list counted only so far (not `exact`) has more than `total` rows, and its
+    pages go one past the page shown while there are more (no "last")."""
 
     page: int
     size: int
     total: int
+    exact: bool = True
 
     @property
     def pages(self) -> int:
-        return max(1, -(-self.total // self.size))
+        return max(1, -(-self.total // self.size)) if self.exact else max(self.page, -(-self.total // self.size)) + 1
 
     @property
     def first_row(self) -> int:

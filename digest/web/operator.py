@@ -95,10 +95,11 @@ def index() -> str:
     search, state, number, size = _listing()
     problems = [str(p) for p in app.sync().problems]
     found = app.store.console_slice(day, search=search, state=state, offset=(number - 1) * size, limit=size)
-    paging = console.Paging(number, size, found.total)
+    paging = console.Paging(number, size, found.total, found.exact)
     if number > paging.pages:  # past the end (the list shrank since the link was made): the last page
         paging = console.Paging(paging.pages, size, found.total)
         found = app.store.console_slice(day, search=search, state=state, offset=(paging.page - 1) * size, limit=size)
+        paging = console.Paging(paging.page, size, found.total, found.exact)
     query = {"date": day.isoformat(), "q": search, "state": state, "size": size}
     runs, workers = console.activity(app)
     return page("admin", day=day, prev_day=day - timedelta(days=1), next_day=day + timedelta(days=1),
