@@ -83,7 +83,8 @@ def digest_url(web: Server, email: str = ADA) -> str:
 
 @pytest.mark.parametrize(("width", "scheme"), [(600, "light"), (375, "light"), (375, "dark")])
 def test_digest_reads_at_desktop_and_phone_widths(browser, web, width, scheme):
-    """At 600 and 375 px: no sideways scrolling, every title visible inside the page, the unsubscribe link there."""
+    """At 600 and 375 px: no sideways scrolling, every title visible inside the page, each card's More / Less pair
+    on one line, the unsubscribe link there."""
     page = browser.new_page(viewport={"width": width, "height": 900}, color_scheme=scheme,
                             http_credentials={"username": OPERATOR[0], "password": OPERATOR[1]})
     page.goto(digest_url(web))
@@ -97,6 +98,11 @@ def test_digest_reads_at_desktop_and_phone_widths(browser, web, width, scheme):
         assert box["x"] >= 0 and box["x"] + box["width"] <= width
     unsubscribe = page.get_by_role("link", name="Unsubscribe", exact=True)
     assert unsubscribe.is_visible() and unsubscribe.get_attribute("href") == composed.rendered.links.unsubscribe
+    # each card's feedback pair on one line: "More like this" and "Less like this" never split by the width
+    more = [a.bounding_box() for a in page.locator('a:text-is("More like this")').all()]
+    less = [a.bounding_box() for a in page.locator('a:text-is("Less like this")').all()]
+    assert len(more) == len(less) == len(composed.digest.items)
+    assert all(abs(m["y"] - n["y"]) < 2 and m["x"] < n["x"] for m, n in zip(more, less, strict=True))
     background = page.evaluate("getComputedStyle(document.querySelector('table.wrap')).backgroundColor")
     assert (background == "rgb(255, 255, 255)") is (scheme == "light")  # dark mode repaints the card
     page.screenshot(path=ARTIFACTS / f"digest-{width}-{scheme}.png", full_page=True)
