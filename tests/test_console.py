@@ -165,6 +165,25 @@ def test_search_with_and_without_the_trigram_indexes(store_url, monkeypatch):
         store.close()
 
 
+def test_search_without_the_right_to_create_pg_trgm(postgres):
+    """A PostgreSQL user that may not create the extension still gets a store, and a search that scans."""
+    url = postgres.new_database()
+    name = url.rsplit("/", 1)[1]
+    admin = sa.create_engine(postgres.url(name), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:  # (pg_trgm is trusted: only the right to CREATE in the database is missing)
+        conn.execute(sa.text("DROP ROLE IF EXISTS console_plain"))
+        conn.execute(sa.text("CREATE ROLE console_plain LOGIN"))
+        conn.execute(sa.text("GRANT CREATE, USAGE ON SCHEMA public TO console_plain"))
+    admin.dispose()
+    store = Store(url.replace("postgres@", "console_plain@"))
+    try:
+        store.put_subscribers(people(30), "import")
+        assert store._search_indexed() is False
+        assert store.console_slice(DAY, search="READER 2").keys[:2] == ("r0002@example.net", "r0020@example.net")
+    finally:
+        store.close()
+
+
 def test_state_filters_on_both_stores(store_url):
     """Each filter finds the subscribers in that state on the date, on SQLite and PostgreSQL alike."""
     store = Store(store_url)
