@@ -35,9 +35,12 @@ UNSENT = ("queued", "pending", "claimed")  # in the send log, not sent yet: the 
 COUNT_AHEAD = 1_000  # a filter's or search's matches counted past the page's start; beyond, "more than N"
 FEW_MATCHES = 20_000  # a search matching fewer is read through its index; more, in address order (`_search`)
 # PostgreSQL's trigram indexes for a search by any part of the address or name (made when pg_trgm can be)
-SEARCH_INDEXES = {"ix_subscribers_email_trgm": "email_key gin_trgm_ops",
+# (over lower(email_key), not the column: PostgreSQL would read a trigram index of the column for its equality
+# too, and chose it for `email_key IN (…)` of a thousand addresses: 3 s an import batch instead of 10 ms)
+SEARCH_INDEXES = {"ix_subscribers_email_trgm": "(lower(email_key)) gin_trgm_ops",
                   "ix_subscribers_name_trgm": "((profile::jsonb ->> 'name')) gin_trgm_ops"}
-NAME = sa.literal_column("(subscribers.profile::jsonb ->> 'name')")  # the expression the name index holds
+ADDRESS = sa.func.lower(subscribers.c.email_key, type_=sa.String)  # the expressions the indexes hold
+NAME = sa.literal_column("(subscribers.profile::jsonb ->> 'name')")
 SEARCH_TABLE = "subscribers_search"  # SQLite's: FTS5 with trigrams, rowid = the subscriber's
 
 
@@ -89,7 +92,7 @@ def make_search_indexes(conn: Connection) -> bool:
     try:
         with conn.begin_nested():
             conn.execute(sa.text(f"CREATE VIRTUAL TABLE {SEARCH_TABLE} USING fts5(email_key, name, "
-                                 "tokenize='trigram')"))
+                                 "tokenize='trigram', columnsize=0)"))  # (no ranking: no sizes to keep)
     except sa.exc.OperationalError:  # (no FTS5, or no trigram tokenizer)
         return False
     row = f"(rowid, email_key, name) VALUES (new.rowid, new.email_key, json_extract(new.profile, '$.name'))"
@@ -131,7 +134,7 @@ def _indexed(needle: str, dialect: str) -> Any:
     phrase, which is exactly "contains", in any case."""
     if dialect == "postgresql":
         inner = needle.replace("/", "//").replace("%", "/%").replace("_", "/_")
-        return subscribers.c.email_key.contains(needle, autoescape=True) | NAME.ilike(f"%{inner}%", escape="/")
+        return ADDRESS.contains(needle, autoescape=True) | NAME.ilike(f"%{inner}%", escape="/")
     return sa.literal_column("subscribers.rowid").in_(_phrase_rows(needle))
 
 
