@@ -188,8 +188,9 @@ def test_search_without_the_right_to_create_pg_trgm(postgres):
         store.close()
 
 
-def test_state_filters_on_both_stores(store_url):
-    """Each filter finds the subscribers in that state on the date, on SQLite and PostgreSQL alike."""
+def test_state_filters_on_both_stores(store_url, monkeypatch):
+    """Each filter finds the subscribers in that state on the date, on SQLite and PostgreSQL alike; with a search
+    many match, a filter few match is read first and the search looked for among its addresses."""
     store = Store(store_url)
     try:
         store.put_subscribers(people(40), "import")
@@ -218,6 +219,10 @@ def test_state_filters_on_both_stores(store_url):
                                                           "r0033@example.net"]
         assert keys("all", offset=35, limit=10) == emails[35:]
         assert keys("sent", search="r0001") == ["r0001@example.net"]
+        with monkeypatch.context() as patch:  # "r000" many (10 of 40), failed few (2 of 3), sent not (3 of 3)
+            patch.setattr(console_store, "FEW_MATCHES", 3)
+            assert keys("failed", search="r000") == failed and keys("sent", search="r000") == sent
+            assert keys("failed", search="r001") == [] and keys("paused", search="READER") == paused
         store.put_subscribers([Subscriber("zq@example.org", name='Zoë "Q" 100%_x', interests=(
             Interest("Reader 3", ("kv cache",)),))], "import")
         assert keys("all", search='ZOË "q" 100%_') == ["zq@example.org"]  # quotes, LIKE's wildcards: literal
