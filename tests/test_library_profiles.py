@@ -520,8 +520,9 @@ def test_author_names_match_without_accents_and_with_the_name_followed_as_writte
 
 
 def test_a_0005_database_upgrades_to_0006_and_then_stores_a_library_profile(tmp_path, folder, model_rows, make_config):
-    """A store made at schema 0005 is refused until upgraded; `schema.upgrade` brings it to 0006 with its rows, and a
-    library profile is then stored (entries in `libraries`, the file in `profile_files.libraries`)."""
+    """A store made at schema 0005 is refused until upgraded; `schema.upgrade` brings it to 0006 (and on to the
+    newest) with its rows, and a library profile is then stored (entries in `libraries`, the file in
+    `profile_files.libraries`)."""
     import sqlalchemy as sa
     from alembic import command
 
@@ -541,9 +542,9 @@ def test_a_0005_database_upgrades_to_0006_and_then_stores_a_library_profile(tmp_
                      {"profile": json.dumps({"email": "cy@example.org", "name": "Cy", "timezone": "UTC",
                                              "send_at": "09:00", "frequency": "daily", "max_papers": 10,
                                              "exclude": [], "interests": []})})
-    with pytest.raises(StoreError, match="revision 0005.*needs 0006: run `digest db upgrade`"):
+    with pytest.raises(StoreError, match=f"revision 0005.*needs {schema.HEAD}: run `digest db upgrade`"):
         Store(url)
-    assert schema.upgrade(engine) == ("0005", "0006")
+    assert schema.upgrade(engine) == ("0005", schema.HEAD)  # through 0006 (libraries) to the newest
     engine.dispose()
     prime(url, model_rows)  # the text model's vectors of the seeds, as a first run after the upgrade would have them
     app = App(make_config(subscribers={"dir": str(folder)}))
