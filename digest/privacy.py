@@ -63,6 +63,7 @@ def forget(app: App, email: str) -> Forgotten:
         return Forgotten(email, already=True, profile_file=_file_naming(app, email))
     owner = app.store.owners([email.lower()]).get(email.lower())
     counts = app.store.forget(email)
+    app.store.compact_search_index()  # (the console's search index kept the address's letter triples till merged)
     app.sync()  # the file, if any, is read again and refused
     return Forgotten(email, counts, profile_file=owner[1] if owner and owner[0] == "file" else _file_naming(app, email))
 
