@@ -132,6 +132,19 @@ def test_the_welcome_page_offers_papers_and_takes_marks_without_javascript(site)
     assert '<script src="/welcome.js" defer></script>' in listed.text and "fetch(form.action" in script.text
 
 
+def test_the_preferences_page_leads_back_to_the_papers_to_rate(site):  # noqa: F811
+    """Not only the confirmation: the preferences page links the welcome page's dozen papers, which take marks."""
+    confirm(site)
+    preferences = site.client.get(site.server.path(site.app.links_for(NEWT).preferences))
+    found = re.search(r'<a href="(/welcome/[^"]+)">Rate a dozen recent papers</a>', preferences.text)
+    assert preferences.status_code == 200 and found
+    page = site.client.get(found.group(1))
+    assert page.status_code == 200 and page.text.count('value="more"') == 12
+    ids = re.findall(r'<input type="hidden" name="paper" value="(\d+)">', page.text)
+    assert site.client.post(rate_url(page), data={"paper": ids[0], "rating": "more"}).status_code == 303
+    assert site.app.store.feedback_by_subscriber(NEWT) == {NEWT: {int(ids[0]): 1}}
+
+
 def test_bad_expired_and_cross_site_marks_change_nothing(site):  # noqa: F811
     """A forged, cut or other action's token: 400; an expired one: 410; an erased reader's: 410; a POST from another
     site: 403; a mark that is not more/less or not a paper id: 400; an unknown paper: 404. None records a mark."""

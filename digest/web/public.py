@@ -140,7 +140,12 @@ def preferences(token: str) -> str | Response:
     paused = prefs.paused_until if prefs and prefs.paused_until and prefs.paused_until >= date.today() else None
     reason = app.store.suppressed_among([email]).get(email.lower())
     links = _links(subject)
+    # the welcome page's dozen papers to rate, with the reader's feedback token (as the confirmation leads there)
+    base = request.path.rsplit("/preferences/", 1)[0]
+    rate_url = (f"{base}/welcome/{urlsplit(links.feedback).path.rsplit('/', 1)[1]}"
+                if links and links.feedback and reason is None else None)
     return page("preferences", email=email, message=message, action=request.path, frequency=frequency,
+                rate_url=rate_url,
                 frequency_label=dict(FREQUENCIES).get(frequency, frequency).lower(), frequencies=FREQUENCIES,
                 pauses=PAUSES, paused_until=paused, unsubscribed=reason is not None,
                 unsubscribe_url=links.unsubscribe if links else "", forget_url=f"{request.path}/forget",
