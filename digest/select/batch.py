@@ -141,7 +141,7 @@ class _Plan:
     def compiled(self, lo: int, hi: int) -> list[CompiledInterest]:
         """Interests lo..hi compiled (as `compile_interest` compiles them)."""
         return [self._compiled[n] if n in self._compiled else
-                CompiledInterest(self.interests[n], tuple(keyword_part(k) for k in self.interests[n].keywords), {},
+                CompiledInterest(self.interests[n], tuple(keyword_part(k) for k in self.interests[n].keywords),
                                  ()) for n in range(lo, hi)]
 
     def raw(self, index: Index, lo: int, hi: int, factor: np.ndarray | None = None) -> np.ndarray:

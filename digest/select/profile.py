@@ -24,7 +24,7 @@ import numpy as np
 from ..models import Interest, Paper, normalise_title
 from .learn import FeedbackModel
 from .pool import Index, Unit
-from .text import STEM_WEIGHT, bigrams, columns, stems, surface_forms, tokens
+from .text import STEM_WEIGHT, bigrams, columns, stems, tokens
 
 PHRASE_WORD_WEIGHT = 0.5
 DESCRIPTION_WORDS = 3.0  # a description is matched like a keyword when this many of its words are
@@ -54,11 +54,10 @@ class Part:
 
 @dataclass(frozen=True)
 class CompiledInterest:
-    """An interest ready to score: its parts, plus the words its description matches on."""
+    """An interest ready to score: its parts, and its seed papers."""
 
     interest: Interest
     parts: tuple[Part, ...]
-    description_words: Mapping[int, str] = field(default_factory=dict)  # hashed column → word as written
     seed_papers: tuple[Paper, ...] = ()
     key: object = None  # what interests with the same words share (memo keys)
 
@@ -93,14 +92,12 @@ def keyword_part(keyword: str) -> Part:
 
 
 @lru_cache(maxsize=10_000)
-def description_unit(text: str) -> tuple[Unit, dict[int, str]]:
-    """A description's words and bigrams, and each word's column mapped to the word as written."""
+def description_unit(text: str) -> Unit:
+    """A description's words and bigrams, and its words' stems."""
     words, found = tokens(text), stems(text)
     weighted = dict.fromkeys([*words, *bigrams(words)], 1.0)
     weighted.update(dict.fromkeys(found, STEM_WEIGHT))
-    unit = _unit("desc:" + " ".join(words) + "|" + " ".join(found), weighted)  # (stems: as a keyword's)
-    forms = surface_forms(text)
-    return unit, dict(zip(columns(words).tolist(), (forms.get(w, w) for w in words), strict=True))
+    return _unit("desc:" + " ".join(words) + "|" + " ".join(found), weighted)  # (stems: as a keyword's)
 
 
 def seed_papers(interest: Interest, seeds: Mapping[str, Paper]) -> tuple[Paper, ...]:
@@ -132,14 +129,12 @@ def compile_interest(interest: Interest, index: Index, seeds: Mapping[str, Paper
     """The parts of one interest (its words; its seed papers' centroid too, `with_seeds`, when the text model does
     not read them as a library)."""
     parts = [keyword_part(k) for k in interest.keywords]
-    words: dict[int, str] = {}
     if interest.description:
-        unit, words = description_unit(interest.description)
-        parts.append(Part(unit, description_weight, "description", "description"))
+        parts.append(Part(description_unit(interest.description), description_weight, "description", "description"))
     papers = seed_papers(interest, seeds)
     if papers and with_seeds:
         parts.append(Part(papers_unit("seeds:", papers, index), seed_weight, "seeds", "seed papers"))
-    return CompiledInterest(interest, tuple(parts), words, papers)
+    return CompiledInterest(interest, tuple(parts), papers)
 
 
 def unit_reference(unit: Unit, kind: str, idf: np.ndarray) -> float:

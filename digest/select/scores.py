@@ -350,7 +350,7 @@ class Scores(Scored):
                                                                                             index.corpus.idf()))
             index.remember(key, found, vectors=1)
         compiled, raw, unit = found
-        return CompiledInterest(interest, compiled.parts, compiled.description_words, compiled.seed_papers,
+        return CompiledInterest(interest, compiled.parts, compiled.seed_papers,
                                 compiled.key), raw, unit
 
 
