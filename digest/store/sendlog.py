@@ -280,13 +280,6 @@ class SendLogStore(Base):
                 (suppressions.c.email == email.lower()) & (suppressions.c.reason == reason)))
             return bool(result.rowcount)
 
-    def lift_bounce(self, email: str) -> bool:
-        """Lift a suppression made by bounces (the operator fixed the address); True if there was one."""
-        with self.write() as conn:
-            result = conn.execute(suppressions.delete().where(
-                (suppressions.c.email == email.lower()) & suppressions.c.reason.startswith("bounced")))
-            return bool(result.rowcount)
-
     # -- preferences -------------------------------------------------------------------
 
     def preference(self, email: str) -> Preference | None:
