@@ -10,7 +10,7 @@ import os
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from email.message import EmailMessage
 from functools import cached_property
 from pathlib import Path
@@ -24,7 +24,7 @@ from .mail import build_message
 from .models import Digest, Links, Paper, RecordError, Subscriber
 from .render import Renderer
 from .schedule import Slot
-from .select import CorpusStats, Pool, Ranked, SelectSettings, Signals, rank, select_digest, select_many
+from .select import CorpusStats, Pool, Ranked, SelectSettings, Signals, matches, rank, select_digest, select_many
 from .select.corpus import Fields, background
 from .select.dense import DenseEmbedder
 from .select.learn import with_models
@@ -173,6 +173,9 @@ class App:
         if papers is None:
             papers = self.store.candidates(day, self.config.select.window_days)
             fields = self.pool_fields(papers)
+            # interests' stored matches not written for KEEP_DAYS: an edited interest's old key, a leaver's
+            self.store.purge_caches(matches.PREFIX, datetime.now(UTC).replace(tzinfo=None)
+                                    - timedelta(days=matches.KEEP_DAYS))
         return Pool(papers, self.corpus(), dense=self.dense, fields=fields)
 
     def pool_fields(self, papers: Sequence[Paper]) -> Fields | None:
@@ -415,7 +418,8 @@ class App:
                 signals: dict[str, Signals]) -> list[Digest | Exception]:
         """The batch's digests, ranked together; if that fails, one by one, so only the broken one fails."""
         try:
-            return list(select_many(pool, subscribers, day=day, settings=self.settings, signals=signals))
+            return list(select_many(pool, subscribers, day=day, settings=self.settings, signals=signals,
+                                    store=self.store))
         except Exception:  # noqa: BLE001 - found again below, subscriber by subscriber
             log.debug("ranking the batch together failed; ranking it one by one", exc_info=True)
         out: list[Digest | Exception] = []

@@ -15,8 +15,10 @@ from dataclasses import replace
 from datetime import date
 
 from ..models import Digest, Item, Section, Subscriber
+from . import stored
 from .batch import candidates
 from .corpus import CorpusStats
+from .matches import CacheStore
 from .pool import Embedder, Pool
 from .profile import Signals
 from .rank import TRENDING_SECTION, Ranked, blocked_papers, candidate_window, rank, sections
@@ -51,21 +53,29 @@ def select_digest(pool: Pool, subscriber: Subscriber, *, day: date, settings: Se
 
 
 def select_many(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, settings: SelectSettings,
-                signals: Mapping[str, Signals]) -> list[Digest]:
+                signals: Mapping[str, Signals], store: CacheStore | None = None) -> list[Digest]:
     """`select_digest` for a batch of subscribers, the same picks, the candidates found for all at once.
 
     `batch.candidates` scores the pool for the whole batch as matrix products (seed papers, learned
     models, the floor and what is blocked included) and keeps each subscriber's best `candidate_window`
     papers with their scores; diversity, sections and reasons are then worked out per digest on those
-    candidates only.
+    candidates only. With a `store`, the candidates of subscribers without a learned model come from each
+    interest's matches kept in it (`stored`): the window's papers are scored once per interest, not every send.
     """
     pool.index(settings.title_weight).trim()  # memory stays flat however many batches a run ranks
     ranked = [s for s in subscribers if s.interests]
     found: dict[str, Scored] = {}
     if ranked:
-        wanted = max(s.max_papers for s in ranked)
-        scored = candidates(pool, ranked, day=day, settings=settings, k=candidate_window(wanted), signals=signals)
-        found = {s.email: c for s, c in zip(ranked, scored, strict=True) if c is not None}
+        k = candidate_window(max(s.max_papers for s in ranked))
+        quick = [s for s in ranked if stored.without_model(signals.get(s.email))] \
+            if store is not None and stored.usable(pool, settings) else []
+        chosen = {id(s) for s in quick}
+        rest = [s for s in ranked if id(s) not in chosen]
+        for group, scored in ((quick, stored.candidates(pool, quick, day=day, settings=settings, k=k, signals=signals,
+                                                          store=store) if quick and store is not None else []),
+                              (rest, candidates(pool, rest, day=day, settings=settings, k=k, signals=signals)
+                               if rest else [])):
+            found.update((s.email, c) for s, c in zip(group, scored, strict=True) if c is not None)
     out = []
     for subscriber in subscribers:
         if subscriber.email in found:

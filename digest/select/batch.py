@@ -433,16 +433,18 @@ class _Kept:
 
 
 def _scored(run: _Run, lo: int, rows: np.ndarray, first: np.ndarray, counts: np.ndarray, kept: np.ndarray,
-            chunk: _Kept, shares: dict[int, float], signals: Mapping[str, Signals], out: list[Scored | None]) -> None:
+            chunk: _Kept, shares: dict[int, float], signals: Mapping[str, Signals], out: list[Scored | None],
+            columns: np.ndarray | None = None) -> None:
     """Each subscriber's `Scored` on the papers `kept` marks (subscribers × papers).
 
     What every digest needs is taken for the whole chunk at once, row by row (boolean indexing reads
     row-major), and each subscriber gets slices of it: their papers, and their interests' rows, reshaped.
-    The relevance is computed here with the same arithmetic as `Scored` would, so it is the same.
+    The relevance is computed here with the same arithmetic as `Scored` would, so it is the same. `columns`:
+    each row's own pool indices (subscribers × papers, `stored.candidates`), when the chunk's are not the pool's.
     """
     sizes = np.count_nonzero(kept, axis=1)
     ends = np.cumsum(sizes).tolist()
-    papers = np.nonzero(kept)[1]
+    papers = np.nonzero(kept)[1] if columns is None else columns[kept]
     which, lexical = chunk.which[kept], chunk.lexical[kept]
     relevance, lexical_relevance = sigmoid(chunk.blended[kept]), sigmoid(lexical)
     by_interest = kept[np.repeat(np.arange(len(rows)), counts)]  # each interest row: its subscriber's papers

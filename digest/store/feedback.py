@@ -9,6 +9,7 @@ from datetime import date, datetime
 
 import numpy as np
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 
 from ..models import MAX_ROW_ID, LibraryEntry, Paper, clean_arxiv_id, normalise_title
 from .engine import Base
@@ -146,6 +147,26 @@ class FeedbackStore(Base):
                           .order_by(cache.c.updated_at.desc(), cache.c.key).limit(kept))
                 conn.execute(cache.delete().where(cache.c.key.startswith(prefix, autoescape=True),
                                                   cache.c.key.not_in(newest.scalar_subquery())))
+
+    def put_caches(self, values: dict[str, bytes]) -> None:
+        """Keep many values at once, each replacing its key's (an upsert: two workers writing one key both succeed,
+        the last one's value stays)."""
+        if not values:
+            return
+        now = _now()
+        with self.write(serial=False) as conn:
+            table = (postgresql if conn.dialect.name == "postgresql" else sqlite).insert(cache)
+            upsert = table.on_conflict_do_update(index_elements=[cache.c.key], set_={
+                "value": table.excluded.value, "updated_at": table.excluded.updated_at})
+            rows = [{"key": key, "value": value, "updated_at": now} for key, value in sorted(values.items())]
+            for start in range(0, len(rows), 500):  # (sorted: two writers take the rows' locks in one order)
+                conn.execute(upsert, rows[start:start + 500])
+
+    def purge_caches(self, prefix: str, before: datetime) -> int:
+        """Forget the cached values under `prefix` last written before `before`; how many."""
+        with self.write(serial=False) as conn:
+            return int(conn.execute(cache.delete().where(cache.c.key.startswith(prefix, autoescape=True),
+                                                         cache.c.updated_at < before)).rowcount or 0)
 
     def embeddings(self, keys: Sequence[str], model: str) -> dict[str, np.ndarray]:
         """Stored embeddings of the papers with these keys, for one model."""

@@ -1,0 +1,277 @@
+"""A send's candidates from stored matches: the window's papers scored once per interest, not once per send.
+
+`batch.candidates` scores every paper of the window for every subscriber: by the seventh day of a 7-day window
+that is seven days of papers, six of them scored against the same interests the days before. Here each distinct
+interest's log-odds are read from its stored `matches.Matches` (the papers new since are scored now, for the
+distinct interests of the batch, and stored), each subscriber's shortlist is taken from them (their best
+interest's stored log-odds with today's boosts, what they received left out), and the exact scores are worked out
+on the shortlists only, row by row, with the same arithmetic as `batch.candidates` on the whole pool. The
+shortlist reaches 2 × DRIFT + TIE_MARGIN below the k-th best and DRIFT + TIE_MARGIN below the floor, so the
+candidates, and so the digest, are the full re-rank's while stored log-odds stay within DRIFT of today's.
+
+Subscribers with a learned model ("more / less" marks) are not served here: their model can raise any paper of
+the window above the floor, so `select_many` ranks them on the whole pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import date
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..models import Interest, Subscriber
+from . import matches
+from .batch import (
+    DETAIL_CHUNK,
+    TIE_MARGIN,
+    _best,
+    _best_interest,
+    _chunk_rows,
+    _floor,
+    _Kept,
+    _Run,
+    _run,
+    _scored,
+    _top_near,
+)
+from .dense import InterestVectors
+from .matches import DRIFT, MARGIN, CacheStore, Matches
+from .pool import Pool
+from .profile import Signals
+from .rank import candidate_window
+from .scores import (
+    AUTHOR_LOGIT,
+    LEXICAL_FLOOR,
+    NO_MATCH,
+    Scored,
+    SelectSettings,
+    calibrate,
+    directions,
+    interest_logits,
+    section_keys,
+)
+
+PROFILE_BLOCK = 256  # profiles whose papers' codes are gathered at once (256 × 50 papers × 384 floats: 20 MB)
+
+
+def usable(pool: Pool, settings: SelectSettings) -> bool:
+    """Whether a send can use stored matches on this pool: every paper is in the store, and the floor is a floor."""
+    return 0 < settings.min_relevance < 1 and all(p.store_id is not None for p in pool.papers)
+
+
+def without_model(signals: Signals | None) -> bool:
+    """Whether a subscriber's relevance is their interests' alone (no learned model to raise other papers)."""
+    return signals is None or (signals.model is None and not signals.liked and not signals.disliked)
+
+
+def candidates(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, settings: SelectSettings, k: int,
+               signals: Mapping[str, Signals], store: CacheStore, chunk: int = DETAIL_CHUNK) -> list[Scored | None]:
+    """`batch.candidates` for subscribers without a learned model, from stored matches (see the module doc)."""
+    run = _run(pool, subscribers, day, settings, signals)
+    out: list[Scored | None] = [None] * len(subscribers)
+    ids = np.array([p.store_id for p in pool.papers], dtype=np.int64)
+    for start in range(0, len(subscribers), chunk):
+        _chunk(run, start, min(start + chunk, len(subscribers)), min(k, len(pool)), ids, signals, store, out)
+    return out
+
+
+def _chunk(run: _Run, start: int, end: int, k: int, ids: np.ndarray, signals: Mapping[str, Signals],
+           store: CacheStore, out: list[Scored | None]) -> None:
+    lo, hi, first, counts, rows = _chunk_rows(run, start, end)
+    if hi == lo:
+        return
+    vectors = run.plan.vectors(run.pool, lo, hi) if run.dense else None
+    stored = _stored(run, lo, hi, vectors, ids, store)
+    columns, valid = _shortlists(run, stored, first, counts, rows, k)
+    by_interest = np.repeat(np.arange(len(rows)), counts)
+    raw = _raw(run, lo, hi, columns[by_interest])
+    logit = _logits(run, lo, hi, raw, columns[by_interest], valid[by_interest].sum(axis=1), vectors)
+    logit[~valid[by_interest]] = -np.inf
+    best = _best(logit, first, counts)
+    which = _best_interest(section_keys(logit, raw, run.plan.refs[lo:hi]), first, counts)[1]
+    key = best + run.log_boost[columns]
+    floor = _floor(run.settings)
+    sure = np.where(best >= floor + TIE_MARGIN, key, -np.inf)
+    near = np.where(best >= floor - TIE_MARGIN, key, -np.inf)
+    for n, r in enumerate(rows.tolist()):
+        if len(run.blocked[r]):
+            hit = np.isin(columns[n], run.blocked[r])
+            sure[n, hit] = -np.inf
+            near[n, hit] = -np.inf
+    if run.old is None:
+        kept = _top_near(sure, near, k)
+    else:
+        old = run.old[columns]
+        old_k = min(candidate_window(int(run.settings.trending_again)), len(run.pool))
+        kept = (_top_near(np.where(old, -np.inf, sure), np.where(old, -np.inf, near), k)
+                | _top_near(np.where(old, sure, -np.inf), np.where(old, near, -np.inf), old_k))
+    none = (np.zeros((0, columns.shape[1])), np.zeros((0, columns.shape[1])))
+    _scored(run, lo, rows, first, counts, kept, _Kept(raw, logit, None, vectors or [], best.copy(), best, which, none),
+            {}, signals, out, columns=columns)
+
+
+def _stored(run: _Run, lo: int, hi: int, vectors: list[InterestVectors] | None, ids: np.ndarray,
+            store: CacheStore) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Interests lo..hi's kept papers (pool indices) and log-odds: read from the store, the papers it has not scored
+    scored now (for each distinct interest once) and stored."""
+    settings = run.settings
+    config = (settings.min_relevance, settings.title_weight, settings.description_weight, settings.seed_weight,
+              run.dense)
+    memo = run.index.memo
+    keys = [matches.interest_key(run.plan.interests[n], vectors[n - lo] if vectors else None,
+                                 (*config, sorted((ref, p.store_id) for ref, p in run.plan.seeds[n].items()
+                                                  if ref in run.plan.interests[n].seed_papers)))
+            for n in range(lo, hi)]
+    first_of: dict[str, int] = {}
+    for n, key in enumerate(keys, lo):
+        first_of.setdefault(key, n)
+    todo = [key for key in first_of if ("matches", key) not in memo]
+    if todo:
+        found = matches.read(store, todo)
+        by_columns: dict[bytes, list[str]] = {}  # the papers to score → the keys that need them
+        for key in todo:
+            old = found.get(key)
+            missing = np.flatnonzero(~old.covers(ids)) if old is not None else np.arange(len(ids))
+            by_columns.setdefault(missing.tobytes(), []).append(key)
+        threshold = _floor(settings) - MARGIN
+        written: dict[str, Matches] = {}
+        for packed, group in by_columns.items():
+            columns = np.frombuffer(packed, dtype=np.int64)
+            logits = _score(run, lo, [first_of[key] for key in group], columns, vectors) if len(columns) else None
+            for j, key in enumerate(group):
+                old = found.get(key)
+                if old is None or logits is not None:
+                    old = written[key] = matches.merged(old, ids, ids[columns], logits[j] if logits is not None
+                                                        else np.zeros(0), threshold)
+                at = np.searchsorted(ids, old.ids)  # (pool ids ascending: the store hands the window out by id)
+                inside = (at < len(ids)) & (ids[np.minimum(at, len(ids) - 1)] == old.ids)
+                memo[("matches", key)] = (at[inside], old.logits[inside].astype(np.float64))
+        matches.write(store, written)
+    return [memo[("matches", key)] for key in keys]
+
+
+def _score(run: _Run, lo: int, interests: list[int], columns: np.ndarray,
+           vectors: list[InterestVectors] | None) -> np.ndarray:
+    """These interests' (plan numbers) log-odds of these papers, as `batch` computes them on the whole pool."""
+    plan = run.plan
+    rows = plan.map[interests]
+    used = np.unique(rows.indices)  # the units these interests use, their scores of these papers only
+    local = sp.csr_matrix((rows.data, np.searchsorted(used, rows.indices), rows.indptr), shape=(len(interests),
+                                                                                               len(used)))
+    raw = np.asarray(local @ run.index.unit_scores[used][:, columns])
+    chosen = [plan.interests[n] for n in interests]
+    found = [vectors[n - lo] for n in interests] if vectors is not None else None
+    return interest_logits(run.pool, chosen, raw, plan.refs[interests], found, columns)
+
+
+def _shortlists(run: _Run, stored: list[tuple[np.ndarray, np.ndarray]], first: np.ndarray, counts: np.ndarray,
+                rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each subscriber's papers worth scoring exactly (rows of pool indices, ascending, padded) and which are real.
+
+    From the stored log-odds: the best interest's per paper, what the subscriber cannot get left out; kept, the
+    papers within DRIFT + TIE_MARGIN of the floor and within 2 × DRIFT + TIE_MARGIN of the k-th best of those
+    surely above it (old papers and recent ones apart, as `batch` keeps them)."""
+    floor = _floor(run.settings)
+    old_k = min(candidate_window(int(run.settings.trending_again)), len(run.pool))
+    found: list[np.ndarray] = []
+    for a, count, r in zip(first.tolist(), counts.tolist(), rows.tolist(), strict=True):
+        papers = np.concatenate([stored[a + j][0] for j in range(count)])
+        logits = np.concatenate([stored[a + j][1] for j in range(count)])
+        if count > 1:  # the best interest's per paper
+            order = np.lexsort((-logits, papers))
+            papers, logits = papers[order], logits[order]
+            head = np.ones(len(papers), dtype=bool)
+            head[1:] = papers[1:] != papers[:-1]
+            papers, logits = papers[head], logits[head]
+        keep = logits >= floor - DRIFT - TIE_MARGIN
+        if len(run.blocked[r]):
+            keep &= ~np.isin(papers, run.blocked[r])
+        papers, logits = papers[keep], logits[keep]
+        key = logits + run.log_boost[papers]
+        if run.old is None:
+            chosen = _near_best(key, logits, floor, k)
+        else:
+            old = run.old[papers]
+            chosen = (_near_best(np.where(old, -np.inf, key), logits, floor, k)
+                      | _near_best(np.where(old, key, -np.inf), logits, floor, old_k))
+        found.append(np.sort(papers[chosen]))
+    width = max((len(f) for f in found), default=0) or 1
+    columns = np.zeros((len(found), width), dtype=np.int64)
+    valid = np.zeros((len(found), width), dtype=bool)
+    for n, f in enumerate(found):
+        columns[n, :len(f)] = f
+        valid[n, :len(f)] = True
+    return columns, valid
+
+
+def _near_best(key: np.ndarray, logits: np.ndarray, floor: float, k: int) -> np.ndarray:
+    """The papers whose exact key may reach the k-th best exact key among the papers surely above the floor."""
+    real = np.isfinite(key)
+    sure = key[real & (logits >= floor + TIE_MARGIN + DRIFT)]
+    if k and len(sure) >= k:
+        kth = -np.partition(-sure, k - 1)[k - 1]
+        return real & (key >= kth - 2 * DRIFT - TIE_MARGIN)
+    return real
+
+
+def _raw(run: _Run, lo: int, hi: int, columns: np.ndarray) -> np.ndarray:
+    """Interests lo..hi's raw scores, each row on its own papers (`columns`, interests × papers), summed as the
+    sparse product `_Plan.raw` sums them (each interest's parts in order)."""
+    rows = run.plan.map[lo:hi]
+    units = run.index.unit_scores
+    raw = np.zeros(columns.shape)
+    sizes = np.diff(rows.indptr)
+    for j in range(int(sizes.max(initial=0))):
+        has = np.flatnonzero(sizes > j)
+        at = rows.indptr[has] + j
+        raw[has] += rows.data[at][:, None] * units[rows.indices[at][:, None], columns[has]]
+    return raw
+
+
+def _logits(run: _Run, lo: int, hi: int, raw: np.ndarray, columns: np.ndarray, widths: np.ndarray,
+            vectors: list[InterestVectors] | None) -> np.ndarray:
+    """`scores.interest_logits` with each row on its own papers (`columns`, the first `widths` of each real), the
+    same arithmetic."""
+    interests: list[Interest] = run.plan.interests[lo:hi]
+    refs = run.plan.refs[lo:hi][:, None]
+    weights = run.plan.weights[lo:hi][:, None]
+    if vectors is None:
+        logits = calibrate(raw, refs, weights)
+    else:
+        logits = np.maximum(_fuse(run.pool, calibrate(raw, refs), interests, vectors, columns, widths)
+                            + np.log(weights),
+                            NO_MATCH)
+    for n, interest in enumerate(interests):  # `scores.followed`
+        if interest.authors:
+            found = run.pool.by_authors(interest.authors)[columns[n]]
+            np.maximum(logits[n], np.where(found, AUTHOR_LOGIT, -np.inf), out=logits[n])
+    return logits
+
+
+def _fuse(pool: Pool, lexical: np.ndarray, interests: Sequence[Interest], vectors: Sequence[InterestVectors],
+          columns: np.ndarray, widths: np.ndarray) -> np.ndarray:
+    """`scores.fuse` with each row on its own papers: each profile's dot products with its row's papers' codes
+    (profiles taken widest first, a block at a time, each block as wide as its widest row)."""
+    out = np.full(lexical.shape, -np.inf)
+    (found, scales), consts, weights, text, library = directions(interests, vectors)
+    if len(consts):
+        codes, code_scales = pool.dense_codes()
+        owners = np.array(text + library, dtype=np.int64)
+        papers = columns[owners]  # each profile's row's papers
+        dots = np.zeros(papers.shape, dtype=np.float32)
+        order = np.argsort(-widths[owners], kind="stable")
+        for start in range(0, len(order), PROFILE_BLOCK):  # exact: sums of integers below 2**24, in any order
+            block = order[start:start + PROFILE_BLOCK]
+            wide = int(widths[owners[block[0]]])
+            dots[block, :wide] = np.einsum("pkd,pd->pk", codes[papers[block, :wide]], found[block])
+        dense = dots.astype(np.float64) * scales[:, None] * code_scales[papers] + consts[:, None]
+        if text:
+            out[text] = dense[:len(text)] + weights[:, None] * np.maximum(lexical[text], LEXICAL_FLOOR)
+        if library:
+            out[library] = np.maximum(out[library], dense[len(text):])
+    none = [n for n, v in enumerate(vectors) if v.text is None and v.library is None]
+    if none:
+        out[none] = lexical[none]
+    return out

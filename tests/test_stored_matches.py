@@ -1,0 +1,223 @@
+"""Each interest's matches kept in the store: a week of sends reads them instead of re-ranking the window, and every
+digest is the one a full re-rank gives, through new papers every day, clicks, and profiles edited mid-window."""
+
+from __future__ import annotations
+
+import gzip
+import random
+from dataclasses import replace
+from datetime import timedelta
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+
+from digest.models import Interest, Subscriber
+from digest.select import Signals, matches, select_digest, select_many, stored
+
+from .conftest import DAY, FIXTURES, SEEDS
+from .test_select_many import WORDS, picks, subscribers
+
+SENTENCES = ["making large language model inference faster on GPUs", "robots that learn from human video",
+             "3D scene reconstruction from a few photos", "evaluating the reasoning of language model agents",
+             "compressing neural networks for phones"]
+
+
+def readers(n: int, rng: random.Random, authors: list[str]) -> list[Subscriber]:
+    """Keywords, sentences, both, a followed author; some readers share interests (one key scored for many)."""
+    out = []
+    for i in range(n):
+        interests = []
+        for j in range(rng.randint(1, 3)):
+            style = rng.random()
+            keywords = tuple(rng.sample(WORDS, rng.randint(1, 3))) if style < 0.7 else ()
+            description = rng.choice(SENTENCES) if style > 0.5 else ""
+            interests.append(Interest(f"topic {j}", keywords, weight=rng.choice([0.5, 1.0, 2.0]),
+                                      description=description,
+                                      authors=(rng.choice(authors),) if rng.random() < 0.1 else ()))
+        out.append(Subscriber(email=f"r{i}@example.org", max_papers=rng.choice([3, 5, 10]),
+                              interests=tuple(interests),
+                              exclude=("video",) if rng.random() < 0.1 else ()))
+    return out
+
+
+def day_files(tmp_path, days: int) -> list:
+    """The 300 real arXiv papers of the fixture as `days` files of new papers."""
+    lines = gzip.decompress((FIXTURES / "arxiv_sample_head.jsonl.gz").read_bytes()).decode().splitlines()
+    size = len(lines) // days
+    out = []
+    for d in range(days):
+        path = tmp_path / f"day{d + 1}.jsonl"
+        path.write_text("\n".join(lines[d * size:(d + 1) * size]) + "\n")
+        out.append(path)
+    return out
+
+
+def stored_keys(store) -> int:
+    with store.engine.connect() as conn:
+        return int(conn.execute(sa.text("SELECT count(*) FROM cache WHERE key LIKE 'matches/%'")).scalar_one())
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_week_of_stored_matches_gives_the_full_re_ranks_digests(make_config, tmp_path, request, backend,
+                                                                  monkeypatch):
+    """Seven days on one store: each day a file of new papers, then the day's digests for 60 readers ranked from
+    stored matches and by a full re-rank of the window; every digest the same, each day. On day 3 some readers
+    click (they are ranked on the whole pool from then on), on day 4 some edit an interest (a new key, scored over
+    the window once), and what each received is left out the next days. From day 2 on, only the new papers are
+    scored: the stored matches of the day before are read, not made again."""
+    from digest.pipeline import App
+
+    url = "sqlite:///digest.db" if backend == "sqlite" else request.getfixturevalue("postgres").new_database()
+    app = App(make_config(store={"url": url}))
+    try:
+        files = day_files(tmp_path, 6)
+        app.ingest([SEEDS], seen_on=DAY)
+        rng = random.Random(4)
+        authors = sorted({a for p in app.pool(DAY).papers for a in p.authors[:1]}) or ["Ada Lovelace"]
+        subs = readers(60, rng, authors)
+        received: dict[str, set[int]] = {s.email: set() for s in subs}
+        liked: dict[str, tuple] = {}
+        scored_columns: list[int] = []
+        spy_score = stored._score
+
+        def counting(run, lo, interests, columns, vectors):
+            scored_columns.append(len(columns))
+            return spy_score(run, lo, interests, columns, vectors)
+
+        monkeypatch.setattr(stored, "_score", counting)
+        for d in range(7):
+            day = DAY + timedelta(days=d)
+            if d:
+                app.ingest([files[d - 1]], seen_on=day)
+            if d == 3:
+                subs = [replace(s, interests=(replace(s.interests[0], keywords=("diffusion", "robot")),
+                                              *s.interests[1:])) if n % 4 == 0 else s for n, s in enumerate(subs)]
+            signals = {s.email: Signals(received=frozenset(received[s.email]), liked=liked.get(s.email, ()))
+                       for s in subs}
+            scored_columns.clear()
+            fast = select_many(app.pool(day), subs, day=day, settings=app.settings, signals=signals, store=app.store)
+            full = select_many(app.pool(day), subs, day=day, settings=app.settings, signals=signals)
+            assert [picks(x) for x in fast] == [picks(x) for x in full], day
+            assert sum(x.count for x in fast) > 60
+            for sub, digest in zip(subs, fast, strict=True):
+                received[sub.email] |= {i.paper.store_id for i in digest.items}
+                if d == 2 and sub.email.startswith("r1"):  # r1, r10..r19 click on day 3
+                    liked[sub.email] = tuple(i.paper for i in digest.items[:2])
+            pool_size = len(app.pool(day))
+            if d in (1, 2, 4, 5, 6):  # a day without edits: only that day's 50 new papers are scored
+                assert scored_columns and set(scored_columns) == {50}, (d, scored_columns)
+            if d == 3:  # and the edited interests' new keys on the whole window
+                assert set(scored_columns) == {50, pool_size}, scored_columns
+        assert stored_keys(app.store) > 50
+    finally:
+        app.close()
+
+
+def test_matches_round_trip_and_coverage():
+    """What is kept reads back exactly; coverage follows the scored ids' runs; a merge keeps only pool papers."""
+    ids = np.array([3, 4, 5, 9, 10, 20], dtype=np.int64)
+    kept = matches.merged(None, ids, ids, np.array([0.1, -3.0, 2.0, 0.5, -9.0, 1.0]), threshold=0.0)
+    assert kept.ids.tolist() == [3, 5, 9, 20] and kept.runs.tolist() == [[3, 5], [9, 10], [20, 20]]
+    again = matches.Matches.from_bytes(kept.to_bytes())
+    assert again.ids.tolist() == kept.ids.tolist() and again.logits.tolist() == kept.logits.tolist()
+    assert again.covers(np.array([2, 3, 6, 10, 11, 20, 21])).tolist() == [False, True, False, True, False, True,
+                                                                          False]
+    later = np.array([5, 9, 10, 20, 21, 22], dtype=np.int64)  # 3 and 4 left the window; 21, 22 new
+    moved = matches.merged(again, later, np.array([21, 22]), np.array([4.0, -1.0]), threshold=0.0)
+    assert moved.ids.tolist() == [5, 9, 20, 21] and moved.runs.tolist() == [[5, 5], [9, 10], [20, 22]]
+    for broken in (b"", b"x" * 24, kept.to_bytes()[:-1], kept.to_bytes() + b"\0"):
+        with pytest.raises(ValueError):
+            matches.Matches.from_bytes(broken)
+
+
+def test_a_broken_or_missing_store_entry_is_scored_again(app):
+    """A cache entry of another version or cut short is not trusted: the interest is scored again, the digests are
+    the full re-rank's, and the entry is written anew."""
+    pool = app.pool(DAY)
+    subs = readers(20, random.Random(9), ["Nobody"])
+    signals = {s.email: Signals() for s in subs}
+    first = select_many(pool, subs, day=DAY, settings=app.settings, signals=signals, store=app.store)
+    with app.store.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE cache SET value = :v WHERE key LIKE 'matches/%'"), {"v": b"\x07" * 30})
+    again = select_many(app.pool(DAY), subs, day=DAY, settings=app.settings, signals=signals, store=app.store)
+    assert [picks(x) for x in again] == [picks(x) for x in first]
+    found = {k: v for k, v in _all(app.store).items() if k.startswith("matches/")}
+    assert found and all(len(matches.Matches.from_bytes(v).runs) for v in found.values())
+
+
+def _all(store) -> dict[str, bytes]:
+    with store.engine.connect() as conn:
+        return {r.key: bytes(r.value) for r in conn.execute(sa.text("SELECT key, value FROM cache"))}
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_stored_matches_give_select_digests_picks(app, seed):
+    """60 generated readers (seed papers, exclusions, history; a third with clicks, ranked on the whole pool): the
+    batch from stored matches, made now and then read back, gives each reader `select_digest`'s digest."""
+    rng = random.Random(seed)
+    subs, signals = subscribers(60, app.pool(DAY).papers, rng)
+    signals = {e: s if rng.random() < 0.3 else Signals(received=s.received, seeds=s.seeds) for e, s in signals.items()}
+    assert sum(stored.without_model(s) for s in signals.values()) >= 30
+    for _ in range(2):  # the first time scored and kept, the second read
+        pool = app.pool(DAY)
+        batch = select_many(pool, subs, day=DAY, settings=app.settings, signals=signals, store=app.store)
+        for sub, digest in zip(subs, batch, strict=True):
+            one = select_digest(pool, sub, day=DAY, settings=app.settings, signals=signals[sub.email])
+            assert picks(digest) == picks(one), sub.email
+        assert sum(d.count for d in batch) > 100
+    assert stored_keys(app.store) > 20
+
+
+def test_a_profile_file_edited_mid_window_gets_the_full_re_ranks_digest(make_config, subscribers_dir, tmp_path):
+    """Through the send path's composer (stored matches on): day 1 the examples' digests; then grace's profile file
+    gets a new interest and one edited, and day 2 brings new papers: every digest of day 2 is the full re-rank's,
+    and the two new keys are scored over the whole window."""
+    from digest.pipeline import App
+
+    app = App(make_config(subscribers={"dir": str(subscribers_dir)}))
+    try:
+        app.ingest([SEEDS], seen_on=DAY)
+        roster = app.roster().subscribers
+        list(app.composer(app.pool(DAY))(roster, DAY))
+        before = stored_keys(app.store)
+        assert before > 5
+        grace = subscribers_dir / "grace.toml"
+        grace.write_text(grace.read_text().replace('keywords = ["compiler", "MLIR"', 'keywords = ["reasoning", "MLIR"')
+                         + '\n[[interests]]\nname = "Image classification"\n'
+                         'keywords = ["classification", "image classification"]\nweight = 3.0\n')
+        day = DAY + timedelta(days=1)
+        app.ingest([day_files(tmp_path, 6)[0]], seen_on=day)
+        roster = app.roster().subscribers
+        pool = app.pool(day)
+        sent = [c.digest for c in app.composer(pool)(roster, day)]
+        full = select_many(app.pool(day), roster, day=day, settings=app.settings, signals=app.signals(roster, day))
+        assert [picks(d) for d in sent] == [picks(d) for d in full]
+        mine = next(d for d in sent if d.subscriber.email == "grace@example.org")
+        assert "Image classification" in {i.name for i in mine.subscriber.interests}
+        assert stored_keys(app.store) == before + 2  # the edited interest and the new one, each a key of its own
+        ids = np.array(sorted(p.store_id for p in pool.papers))
+        fresh = [m for m in (matches.Matches.from_bytes(v) for k, v in _all(app.store).items()
+                             if k.startswith(matches.PREFIX)) if m.covers(ids).all()]
+        assert len(fresh) == before + 1  # every key in use covers the window; the edited interest's old key is left
+    finally:
+        app.close()
+
+
+def test_matches_not_written_for_keep_days_are_forgotten(app):
+    """A key no send has written for KEEP_DAYS (an edited interest's old one) is deleted when a send builds its pool;
+    the others, and other cache entries, stay."""
+    from datetime import datetime
+
+    subs = readers(10, random.Random(2), ["Nobody"])
+    select_many(app.pool(DAY), subs, day=DAY, settings=app.settings, signals={s.email: Signals() for s in subs},
+                store=app.store)
+    live = stored_keys(app.store)
+    app.store.put_caches({matches.PREFIX + "old": b"x", "other/old": b"y"})
+    with app.store.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE cache SET updated_at = :t WHERE key IN ('matches/old', 'other/old')"),
+                     {"t": datetime(2020, 1, 1)})
+    assert stored_keys(app.store) == live + 1
+    app.pool(DAY)
+    assert stored_keys(app.store) == live
+    assert app.store.get_cache("other/old") == b"y"
