@@ -53,6 +53,20 @@ def day_files(tmp_path, days: int) -> list:
     return out
 
 
+def stored_drift(app, subs: list[Subscriber], day) -> float:
+    """The largest difference between a stored log-odds and today's, over these readers' interests' kept papers."""
+    from digest.select import batch
+
+    pool = app.pool(day)
+    quiet = [s for s in subs if s.interests]
+    run = batch._run(pool, quiet, day, app.settings, {s.email: Signals() for s in quiet})
+    hi = int(run.plan.first_interest[len(quiet)])
+    ids = np.array([p.store_id for p in pool.papers])
+    kept = stored._stored(run, 0, hi, run.plan.vectors(pool, 0, hi), ids, app.store)
+    exact = batch._interest_logits(run, 0, hi)[1]
+    return float(max(np.abs(exact[n][papers] - logits).max(initial=0.0) for n, (papers, logits) in enumerate(kept)))
+
+
 def stored_keys(store) -> int:
     with store.engine.connect() as conn:
         return int(conn.execute(sa.text("SELECT count(*) FROM cache WHERE key LIKE 'matches/%'")).scalar_one())
@@ -77,6 +91,7 @@ def test_a_week_of_stored_matches_gives_the_full_re_ranks_digests(make_config, t
         authors = sorted({a for p in app.pool(DAY).papers for a in p.authors[:1]}) or ["Ada Lovelace"]
         subs = readers(60, rng, authors)
         received: dict[str, set[int]] = {s.email: set() for s in subs}
+        drift: list[float] = []
         liked: dict[str, tuple] = {}
         scored_columns: list[int] = []
         spy_score = stored._score
@@ -99,6 +114,7 @@ def test_a_week_of_stored_matches_gives_the_full_re_ranks_digests(make_config, t
             fast = select_many(app.pool(day), subs, day=day, settings=app.settings, signals=signals, store=app.store)
             full = select_many(app.pool(day), subs, day=day, settings=app.settings, signals=signals)
             assert [picks(x) for x in fast] == [picks(x) for x in full], day
+            drift.append(stored_drift(app, subs, day))
             assert sum(x.count for x in fast) > 60
             for sub, digest in zip(subs, fast, strict=True):
                 received[sub.email] |= {i.paper.store_id for i in digest.items}
@@ -110,6 +126,8 @@ def test_a_week_of_stored_matches_gives_the_full_re_ranks_digests(make_config, t
             if d == 3:  # and the edited interests' new keys on the whole window
                 assert set(scored_columns) == {50, pool_size}, scored_columns
         assert stored_keys(app.store) > 50
+        # each day's papers were a tenth of this small store, so term statistics moved more than a real store's
+        assert drift[0] < 1e-6 and 0 < max(drift) < matches.DRIFT / 4, drift
     finally:
         app.close()
 

@@ -85,7 +85,9 @@ class _Plan:
     """
 
     def __init__(self, subscribers: Sequence[Subscriber], settings: SelectSettings, index: Index,
-                 signals: Mapping[str, Signals] | None = None, text_model: bool = False) -> None:
+                 signals: Mapping[str, Signals] | None = None, text_model: bool = False, local: bool = False) -> None:
+        """`local`: the map's columns number the run's distinct units (`units`), not rows of the index's unit table,
+        and no unit is scored on the whole pool (`stored` scores them on the papers it needs: `unit_scores_on`)."""
         self.interests: list[Interest] = []
         self.seeds: list[Mapping[str, Paper]] = []  # each interest's subscriber's seed papers
         self._compiled: dict[int, CompiledInterest] = {}  # interests with a description or seed papers
@@ -120,14 +122,22 @@ class _Plan:
                 refs.append(mean_reference([ref for _, _, ref in found]))
                 weights.append(interest.weight)
         self.first_interest[len(subscribers)] = len(self.interests)
-        rows = index.unit_rows(distinct)[np.array([n for n, _, _ in parts], dtype=np.int64)]
+        self.units = distinct
+        numbers = np.array([n for n, _, _ in parts], dtype=np.int64)
+        rows = numbers if local else index.unit_rows(distinct)[numbers]
         # interests × units, each interest's parts in their order (not summed or sorted): the products
         # below add an interest's parts in the order `scores.lexical_scores` does
         self.map = sp.csr_matrix((np.array([coef for _, coef, _ in parts], dtype=np.float64), rows, np.array(indptr)),
-                                 shape=(len(self.interests), len(index.unit_scores)))
+                                 shape=(len(self.interests), len(distinct) if local else len(index.unit_scores)))
         self.refs = np.array(refs, dtype=np.float64)
         self.weights = np.array(weights, dtype=np.float64)
         self.authors = any(i.authors for i in self.interests)
+
+    def unit_scores_on(self, index: Index, units: np.ndarray, papers: np.ndarray) -> np.ndarray:
+        """These of the run's units' (local numbers) scores of these papers (units × papers), each value as the
+        index's unit table has it (the same sums in the same order)."""
+        return np.asarray((index.query_matrix([self.units[u] for u in units.tolist()]).T
+                           @ index.paper_rows(papers).T).toarray())
 
     def vectors(self, pool: Pool, lo: int, hi: int) -> list[InterestVectors]:
         """Interests lo..hi's profiles in the text model's space."""
@@ -195,10 +205,10 @@ class _Run:
 
 
 def _run(pool: Pool, subscribers: Sequence[Subscriber], day: date, settings: SelectSettings,
-         signals: Mapping[str, Signals] | None) -> _Run:
+         signals: Mapping[str, Signals] | None, local: bool = False) -> _Run:
     index = pool.index(settings.title_weight)
     dense = bool(settings.text_model) and pool.dense is not None
-    plan = _Plan(subscribers, settings, index, signals, dense)
+    plan = _Plan(subscribers, settings, index, signals, dense, local)
     models: list[FeedbackModel | None] = [None] * len(subscribers)
     blocked: list[np.ndarray] = [np.zeros(0, dtype=np.int64)] * len(subscribers)
     if signals is not None:

@@ -60,6 +60,7 @@ class Index:
         local = sp.csr_matrix((weights.data, np.searchsorted(self.cols, weights.indices), weights.indptr),
                               shape=(weights.shape[0], len(self.cols)))
         self.matrix = local.tocsc()
+        self._paper_rows = local  # the same, a row per paper (`paper_rows`)
         self.rows = unit_length(local)  # unit rows: cosine similarity between papers
         self.corpus, self.title_weight = corpus, title_weight
         self._unit_row: dict[str, int] = {}  # unit key → its row of _unit_scores
@@ -156,6 +157,10 @@ class Index:
         owner = np.repeat(np.arange(len(units)), [len(u.cols) for u in units])
         weights = np.concatenate([u.weights for u in units])
         return sp.csc_matrix((weights[found], (pos[found], owner[found])), shape=(len(self.cols), len(units)))
+
+    def paper_rows(self, papers: np.ndarray) -> sp.csr_matrix:
+        """These papers' rows of the BM25F matrix (papers × the pool's columns)."""
+        return self._paper_rows[papers]
 
     def vector(self, papers: Sequence[Paper]) -> tuple[np.ndarray, np.ndarray]:
         """Unit-length centroid of the papers' BM25F rows as (hashed columns, weights): Rocchio's input."""

@@ -69,7 +69,7 @@ def without_model(signals: Signals | None) -> bool:
 def candidates(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, settings: SelectSettings, k: int,
                signals: Mapping[str, Signals], store: CacheStore, chunk: int = DETAIL_CHUNK) -> list[Scored | None]:
     """`batch.candidates` for subscribers without a learned model, from stored matches (see the module doc)."""
-    run = _run(pool, subscribers, day, settings, signals)
+    run = _run(pool, subscribers, day, settings, signals, local=True)  # units scored on the papers needed only
     out: list[Scored | None] = [None] * len(subscribers)
     ids = np.array([p.store_id for p in pool.papers], dtype=np.int64)
     for start in range(0, len(subscribers), chunk):
@@ -160,7 +160,7 @@ def _score(run: _Run, lo: int, interests: list[int], columns: np.ndarray,
     used = np.unique(rows.indices)  # the units these interests use, their scores of these papers only
     local = sp.csr_matrix((rows.data, np.searchsorted(used, rows.indices), rows.indptr), shape=(len(interests),
                                                                                                len(used)))
-    raw = np.asarray(local @ run.index.unit_scores[used][:, columns])
+    raw = np.asarray(local @ plan.unit_scores_on(run.index, used, columns))
     chosen = [plan.interests[n] for n in interests]
     found = [vectors[n - lo] for n in interests] if vectors is not None else None
     return interest_logits(run.pool, chosen, raw, plan.refs[interests], found, columns)
@@ -220,7 +220,11 @@ def _raw(run: _Run, lo: int, hi: int, columns: np.ndarray) -> np.ndarray:
     """Interests lo..hi's raw scores, each row on its own papers (`columns`, interests × papers), summed as the
     sparse product `_Plan.raw` sums them (each interest's parts in order)."""
     rows = run.plan.map[lo:hi]
-    units = run.index.unit_scores
+    used, at = np.unique(rows.indices, return_inverse=True)  # the chunk's units, scored on its papers only
+    papers, where = np.unique(columns, return_inverse=True)
+    units = run.plan.unit_scores_on(run.index, used, papers)
+    columns = where.reshape(columns.shape)
+    rows = sp.csr_matrix((rows.data, at.ravel(), rows.indptr), shape=(rows.shape[0], len(used)))
     raw = np.zeros(columns.shape)
     sizes = np.diff(rows.indptr)
     for j in range(int(sizes.max(initial=0))):
