@@ -137,3 +137,21 @@ def test_memory_follows_budgets_not_the_window(app, monkeypatch):
     per_batch = 10 * 3 * 4  # at most 3 interests of at most 4 keywords each per subscriber
     assert most_units <= budget + per_batch * len(pool)
     assert 0 < most_sets <= 12
+
+
+def test_units_scored_on_some_papers_are_the_whole_pools_values_to_the_last_bit(app):
+    """`Index.scores_on` (the stored path's units and the reasons' keywords, scored on a few papers with their terms
+    renumbered) gives exactly the values of the whole pool's unit table, for any subset, a unit matching nothing
+    included."""
+    from digest.select.profile import keyword_part
+
+    pool = app.pool(DAY)
+    index = pool.index(app.settings.title_weight)
+    units = [keyword_part(k).unit for k in ["LLM", "KV cache", "video generation", "zzzz nothing", "attention"]]
+    rows = index.unit_rows(units)  # (may grow the table: read it after)
+    full = index.unit_scores[rows]
+    rng = np.random.default_rng(1)
+    for size in (1, 3, 40, len(pool)):
+        papers = np.sort(rng.choice(len(pool), size, replace=False))
+        assert np.array_equal(index.scores_on(units, papers), full[:, papers])
+    assert np.count_nonzero(full[3]) == 0 and np.count_nonzero(full) > 20

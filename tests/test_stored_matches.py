@@ -239,3 +239,21 @@ def test_matches_not_written_for_keep_days_are_forgotten(app):
     app.pool(DAY)
     assert stored_keys(app.store) == live
     assert app.store.get_cache("other/old") == b"y"
+
+
+def test_pools_the_store_did_not_hand_out_are_ranked_in_full(app):
+    """Stored matches are used only on a window as the store hands it out: papers out of the store's order, a paper
+    the store does not hold, or a floor of 0 or 1 send the batch down the full re-rank, with the same digests."""
+    pool = app.pool(DAY)
+    assert stored.usable(pool, app.settings)
+    papers = list(pool.papers)
+    outside = replace(papers[0], store_id=None, title="A paper from a file")
+    assert not stored.usable(type(pool)(papers[::-1]), app.settings)
+    assert not stored.usable(type(pool)([outside, *papers[1:]]), app.settings)
+    assert not stored.usable(pool, replace(app.settings, min_relevance=0.0))
+    subs = readers(15, random.Random(5), ["Nobody"])
+    signals = {s.email: Signals() for s in subs}
+    shuffled = app.pool(DAY, papers=papers[::-1])
+    batch = select_many(shuffled, subs, day=DAY, settings=app.settings, signals=signals, store=app.store)
+    full = select_many(app.pool(DAY, papers=papers[::-1]), subs, day=DAY, settings=app.settings, signals=signals)
+    assert [picks(d) for d in batch] == [picks(d) for d in full] and stored_keys(app.store) == 0

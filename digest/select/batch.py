@@ -136,8 +136,7 @@ class _Plan:
     def unit_scores_on(self, index: Index, units: np.ndarray, papers: np.ndarray) -> np.ndarray:
         """These of the run's units' (local numbers) scores of these papers (units × papers), each value as the
         index's unit table has it (the same sums in the same order)."""
-        return np.asarray((index.query_matrix([self.units[u] for u in units.tolist()]).T
-                           @ index.paper_rows(papers).T).toarray())
+        return index.scores_on([self.units[u] for u in units.tolist()], papers)
 
     def vectors(self, pool: Pool, lo: int, hi: int) -> list[InterestVectors]:
         """Interests lo..hi's profiles in the text model's space."""

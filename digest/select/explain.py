@@ -141,21 +141,25 @@ class Explainer:
 
     def _strongest(self, n: int, j: int) -> list[str]:
         """Interest n's keywords that pick j matches, strongest first (ties in the interest's order)."""
-        found = self._keywords.get(n)
-        if found is None:  # every pick at once: a digest's picks share their interests
-            found = self._keywords[n] = self._keyword_scores(n)
-        labels, values = found
+        labels, values = self._keyword_scores(n)
         hits = [(-v, k) for k, v in enumerate(values[self.column[j]]) if v > 0]
         if len(hits) > 1:
             hits.sort()  # by score, ties in the interest's order
         return [labels[k] for _, k in hits]
 
     def _keyword_scores(self, n: int) -> tuple[list[str], list[list[float]]]:
-        """Interest n's keywords, and their scores of each pick (picks × keywords)."""
-        parts = [p for p in self.scores.interests[n].parts if p.kind == "keyword"]
-        rows = self.index.unit_rows([p.unit for p in parts])
-        values = self.index.unit_scores[rows[:, None], self.scores.papers[self.picks][None, :]].T.tolist()
-        return [p.label for p in parts], values
+        """Interest n's keywords, and their scores of each pick (picks × keywords): every interest's at once, on
+        the picks only (scored on the whole pool, they cost as much as the window was long)."""
+        if not self._keywords:
+            parts = [[p for p in interest.parts if p.kind == "keyword"] for interest in self.scores.interests]
+            units = [p.unit for found in parts for p in found]
+            values = self.index.scores_on(units, self.scores.papers[self.picks]) if units else np.zeros((0, 0))
+            start = 0
+            for m, found in enumerate(parts):
+                mine = values[start:start + len(found)].T.tolist() if found else [[] for _ in self.picks]
+                self._keywords[m] = ([p.label for p in found], mine)
+                start += len(found)
+        return self._keywords[n]
 
     def _part(self, part: Part, j: int) -> float:
         return part.coef * float(self.index.scores(part.unit)[self.scores.papers[j]])

@@ -116,16 +116,17 @@ def read(store: CacheStore, keys: Sequence[str]) -> dict[str, Matches]:
 
 
 def merged(old: Matches | None, pool_ids: np.ndarray, scored: np.ndarray, logits: np.ndarray,
-           threshold: float) -> Matches:
+           threshold: float, runs: np.ndarray | None = None) -> Matches:
     """The matches after scoring the pool papers `scored` (their store ids) anew: the old ones still in the pool
-    kept, the new ones reaching `threshold` added; scored: every pool paper."""
+    kept, the new ones reaching `threshold` added; scored: every pool paper (`runs`: `runs_of` the pool's ids,
+    when the caller has them)."""
     keep = logits >= threshold
     ids, values = scored[keep], logits[keep].astype(np.float32)
     if old is not None and len(old.ids):
         still = np.isin(old.ids, pool_ids) & ~np.isin(old.ids, scored)
         ids, values = np.concatenate([old.ids[still], ids]), np.concatenate([old.logits[still], values])
     order = np.argsort(ids, kind="stable")
-    return Matches(runs_of(np.sort(pool_ids)), ids[order].astype(np.int64), values[order])
+    return Matches(runs_of(np.sort(pool_ids)) if runs is None else runs, ids[order].astype(np.int64), values[order])
 
 
 def write(store: CacheStore, found: Mapping[str, Matches]) -> None:

@@ -72,6 +72,8 @@ class Index:
         self.zeros.flags.writeable = False
         self._similarity: np.ndarray | None = None
         self._renumber: np.ndarray | None = None  # scratch: a pool column's number among some papers' terms
+        self._scratch: np.ndarray | None = None  # scratch: a pool column's number among some units' terms (or -1)
+        self._kept: tuple[dict[str, int], np.ndarray, np.ndarray] | None = None  # `keep_scores`
 
     def trim(self) -> None:
         """Between batches: forget what a long run has memoised beyond its budget (recomputed when needed again).
@@ -158,9 +160,37 @@ class Index:
         weights = np.concatenate([u.weights for u in units])
         return sp.csc_matrix((weights[found], (pos[found], owner[found])), shape=(len(self.cols), len(units)))
 
-    def paper_rows(self, papers: np.ndarray) -> sp.csr_matrix:
-        """These papers' rows of the BM25F matrix (papers × the pool's columns)."""
-        return self._paper_rows[papers]
+    def keep_scores(self, units: Sequence[Unit], papers: np.ndarray, table: np.ndarray) -> None:
+        """Keep these units' scores of these papers (ascending; units × papers, as `scores_on` made them) for
+        `scores_on` to read back: a batch's reasons are worked out on papers its candidates were scored on."""
+        self._kept = ({u.key: n for n, u in enumerate(units)}, papers, table)
+
+    def scores_on(self, units: Sequence[Unit], papers: np.ndarray) -> np.ndarray:
+        """These units' scores of these papers only (units × papers), each value as the whole pool's product makes
+        it (`unit_rows`), at the cost of the papers and terms asked for, not the pool's.
+
+        Both sides keep only the units' terms, renumbered in the pool's order (a product over the pool's 400,000
+        columns converted a matrix of that many rows every call): each sum still runs over a unit's terms in
+        order, so the values are the same to the last bit."""
+        if self._kept is not None:
+            rows, kept, table = self._kept
+            at = np.searchsorted(kept, papers)
+            if all(u.key in rows for u in units) and np.all(at < len(kept)) and np.array_equal(
+                    kept[np.minimum(at, len(kept) - 1)], papers):
+                return table[np.array([rows[u.key] for u in units], dtype=np.int64)[:, None], at[None, :]]
+        query = self.query_matrix(units).T.tocsr()  # units × pool columns, each row's terms ascending
+        terms = np.unique(query.indices)
+        table = np.full(len(self.cols), -1, dtype=np.int64) if self._scratch is None else self._scratch
+        self._scratch = table
+        table[terms] = np.arange(len(terms))
+        rows = self._paper_rows[papers]
+        local = table[rows.indices]
+        keep = local >= 0
+        kept = np.concatenate([[0], np.cumsum(keep)])[rows.indptr]  # each paper's first kept entry
+        mine = sp.csr_matrix((rows.data[keep], local[keep], kept), shape=(len(papers), len(terms)))
+        mapped = sp.csr_matrix((query.data, table[query.indices], query.indptr), shape=(len(units), len(terms)))
+        table[terms] = -1
+        return np.asarray((mapped @ mine.T).toarray())
 
     def vector(self, papers: Sequence[Paper]) -> tuple[np.ndarray, np.ndarray]:
         """Unit-length centroid of the papers' BM25F rows as (hashed columns, weights): Rocchio's input."""

@@ -57,8 +57,12 @@ PROFILE_BLOCK = 256  # profiles whose papers' codes are gathered at once (256 ×
 
 
 def usable(pool: Pool, settings: SelectSettings) -> bool:
-    """Whether a send can use stored matches on this pool: every paper is in the store, and the floor is a floor."""
-    return 0 < settings.min_relevance < 1 and all(p.store_id is not None for p in pool.papers)
+    """Whether a send can use stored matches on this pool: every paper is in the store, in the store's order (as
+    `Store.candidates` hands a window out), and the floor is a floor."""
+    if not 0 < settings.min_relevance < 1 or any(p.store_id is None for p in pool.papers):
+        return False
+    ids = np.array([p.store_id for p in pool.papers], dtype=np.int64)
+    return bool(np.all(ids[1:] > ids[:-1]))
 
 
 def without_model(signals: Signals | None) -> bool:
@@ -136,6 +140,7 @@ def _stored(run: _Run, lo: int, hi: int, vectors: list[InterestVectors] | None, 
             missing = np.flatnonzero(~old.covers(ids)) if old is not None else np.arange(len(ids))
             by_columns.setdefault(missing.tobytes(), []).append(key)
         threshold = _floor(settings) - MARGIN
+        runs = matches.runs_of(ids)  # (the pool's ids ascending: the store hands the window out by id)
         written: dict[str, Matches] = {}
         for packed, group in by_columns.items():
             columns = np.frombuffer(packed, dtype=np.int64)
@@ -144,7 +149,7 @@ def _stored(run: _Run, lo: int, hi: int, vectors: list[InterestVectors] | None, 
                 old = found.get(key)
                 if old is None or logits is not None:
                     old = written[key] = matches.merged(old, ids, ids[columns], logits[j] if logits is not None
-                                                        else np.zeros(0), threshold)
+                                                        else np.zeros(0), threshold, runs)
                 at = np.searchsorted(ids, old.ids)  # (pool ids ascending: the store hands the window out by id)
                 inside = (at < len(ids)) & (ids[np.minimum(at, len(ids) - 1)] == old.ids)
                 memo[("matches", key)] = (at[inside], old.logits[inside].astype(np.float64))
@@ -223,6 +228,7 @@ def _raw(run: _Run, lo: int, hi: int, columns: np.ndarray) -> np.ndarray:
     used, at = np.unique(rows.indices, return_inverse=True)  # the chunk's units, scored on its papers only
     papers, where = np.unique(columns, return_inverse=True)
     units = run.plan.unit_scores_on(run.index, used, papers)
+    run.index.keep_scores([run.plan.units[u] for u in used.tolist()], papers, units)  # what the reasons read
     columns = where.reshape(columns.shape)
     rows = sp.csr_matrix((rows.data, at.ravel(), rows.indptr), shape=(rows.shape[0], len(used)))
     raw = np.zeros(columns.shape)
