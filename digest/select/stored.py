@@ -177,48 +177,57 @@ def _shortlists(run: _Run, stored: list[tuple[np.ndarray, np.ndarray]], first: n
 
     From the stored log-odds: the best interest's per paper, what the subscriber cannot get left out; kept, the
     papers within DRIFT + TIE_MARGIN of the floor and within 2 × DRIFT + TIE_MARGIN of the k-th best of those
-    surely above it (old papers and recent ones apart, as `batch` keeps them)."""
-    floor = _floor(run.settings)
-    old_k = min(candidate_window(int(run.settings.trending_again)), len(run.pool))
-    found: list[np.ndarray] = []
-    for a, count, r in zip(first.tolist(), counts.tolist(), rows.tolist(), strict=True):
-        papers = np.concatenate([stored[a + j][0] for j in range(count)])
-        logits = np.concatenate([stored[a + j][1] for j in range(count)])
-        if count > 1:  # the best interest's per paper
-            order = np.lexsort((-logits, papers))
-            papers, logits = papers[order], logits[order]
-            head = np.ones(len(papers), dtype=bool)
-            head[1:] = papers[1:] != papers[:-1]
-            papers, logits = papers[head], logits[head]
-        keep = logits >= floor - DRIFT - TIE_MARGIN
-        if len(run.blocked[r]):
-            keep &= ~np.isin(papers, run.blocked[r])
-        papers, logits = papers[keep], logits[keep]
-        key = logits + run.log_boost[papers]
-        if run.old is None:
-            chosen = _near_best(key, logits, floor, k)
-        else:
-            old = run.old[papers]
-            chosen = (_near_best(np.where(old, -np.inf, key), logits, floor, k)
-                      | _near_best(np.where(old, key, -np.inf), logits, floor, old_k))
-        found.append(np.sort(papers[chosen]))
-    width = max((len(f) for f in found), default=0) or 1
-    columns = np.zeros((len(found), width), dtype=np.int64)
-    valid = np.zeros((len(found), width), dtype=bool)
-    for n, f in enumerate(found):
-        columns[n, :len(f)] = f
-        valid[n, :len(f)] = True
+    surely above it (old papers and recent ones apart, as `batch` keeps them). The whole chunk at once: every
+    (subscriber, paper) pair in one array, sorted."""
+    floor, size = _floor(run.settings), len(run.pool)
+    old_k = min(candidate_window(int(run.settings.trending_again)), size)
+    lists = [stored[a + j] for a, count in zip(first.tolist(), counts.tolist(), strict=True) for j in range(count)]
+    lengths = np.array([len(p) for p, _ in lists], dtype=np.int64)
+    owner = np.repeat(np.repeat(np.arange(len(rows)), counts), lengths)
+    papers = np.concatenate([p for p, _ in lists]) if lists else np.zeros(0, dtype=np.int64)
+    logits = np.concatenate([v for _, v in lists]) if lists else np.zeros(0)
+    order = np.lexsort((-logits, papers, owner))  # the best interest's per (subscriber, paper) first
+    owner, papers, logits = owner[order], papers[order], logits[order]
+    pair = owner * size + papers
+    keep = np.ones(len(pair), dtype=bool)
+    keep[1:] = pair[1:] != pair[:-1]
+    keep &= logits >= floor - DRIFT - TIE_MARGIN
+    blocked = [n * size + run.blocked[r] for n, r in enumerate(rows.tolist()) if len(run.blocked[r])]
+    if blocked:
+        keep &= ~np.isin(pair, np.concatenate(blocked))
+    owner, papers, logits = owner[keep], papers[keep], logits[keep]
+    key = logits + run.log_boost[papers]
+    if run.old is None:
+        chosen = _near_best(owner, key, logits, floor, k, len(rows))
+    else:
+        old = run.old[papers]
+        chosen = (_near_best(owner, np.where(old, -np.inf, key), logits, floor, k, len(rows))
+                  | _near_best(owner, np.where(old, key, -np.inf), logits, floor, old_k, len(rows)))
+    owner, papers = owner[chosen], papers[chosen]  # (sorted by subscriber, then paper)
+    sizes = np.bincount(owner, minlength=len(rows))
+    width = int(sizes.max(initial=0)) or 1
+    place = np.arange(len(owner)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    columns = np.zeros((len(rows), width), dtype=np.int64)
+    valid = np.zeros((len(rows), width), dtype=bool)
+    columns[owner, place] = papers
+    valid[owner, place] = True
     return columns, valid
 
 
-def _near_best(key: np.ndarray, logits: np.ndarray, floor: float, k: int) -> np.ndarray:
-    """The papers whose exact key may reach the k-th best exact key among the papers surely above the floor."""
+def _near_best(owner: np.ndarray, key: np.ndarray, logits: np.ndarray, floor: float, k: int,
+               subscribers: int) -> np.ndarray:
+    """Of each subscriber's papers (`owner`), those whose exact key may reach the k-th best exact key among the
+    papers surely above the floor (all of them when fewer than k are sure)."""
     real = np.isfinite(key)
-    sure = key[real & (logits >= floor + TIE_MARGIN + DRIFT)]
-    if k and len(sure) >= k:
-        kth = -np.partition(-sure, k - 1)[k - 1]
-        return real & (key >= kth - 2 * DRIFT - TIE_MARGIN)
-    return real
+    sure = np.flatnonzero(real & (logits >= floor + TIE_MARGIN + DRIFT))
+    kth = np.full(subscribers, -np.inf)
+    if k and len(sure):
+        order = sure[np.lexsort((-key[sure], owner[sure]))]  # each subscriber's sure papers, best first
+        starts = np.searchsorted(owner[order], np.arange(subscribers))
+        ends = np.searchsorted(owner[order], np.arange(subscribers), side="right")
+        full = ends - starts >= k
+        kth[full] = key[order[starts[full] + k - 1]]
+    return real & (key >= kth[owner] - 2 * DRIFT - TIE_MARGIN)
 
 
 def _raw(run: _Run, lo: int, hi: int, columns: np.ndarray) -> np.ndarray:

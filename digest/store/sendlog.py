@@ -54,15 +54,20 @@ class SendLogStore(Base):
     def received_by_subscriber(self, day: date, subscribers: Sequence[str] | None = None,
                                since: date | None = None) -> dict[str, set[int]]:
         """Ids of papers received in digests dated before `day` (from `since`), for these subscribers or all."""
-        query = sa.select(received.c.subscriber, received.c.paper_id).where(received.c.digest_date < day)
-        if since is not None:
-            query = query.where(received.c.digest_date >= since)
         out: dict[str, set[int]] = {}
         with self.engine.connect() as conn:
+            # one row a subscriber, their ids joined by the database: a week's window is ~70 ids a reader, and
+            # reading them a row each cost more than the query
+            ids = sa.cast(received.c.paper_id, sa.String)
+            joined = (sa.func.string_agg(ids, ",") if conn.dialect.name == "postgresql"
+                      else sa.func.group_concat(ids, ","))
+            query = sa.select(received.c.subscriber, joined).where(received.c.digest_date < day)
+            if since is not None:
+                query = query.where(received.c.digest_date >= since)
             for part in _chunks(subscribers):
                 chosen = query if part is None else query.where(received.c.subscriber.in_(part))
-                for row in conn.execute(chosen):
-                    out.setdefault(row.subscriber, set()).add(row.paper_id)
+                for subscriber, found in conn.execute(chosen.group_by(received.c.subscriber)).tuples():
+                    out[subscriber] = {int(i) for i in found.split(",")}
         return out
 
     def delivery(self, subscriber: str, day: date) -> DeliveryRecord | None:
