@@ -117,16 +117,24 @@ def read(store: CacheStore, keys: Sequence[str]) -> dict[str, Matches]:
 
 def merged(old: Matches | None, pool_ids: np.ndarray, scored: np.ndarray, logits: np.ndarray,
            threshold: float, runs: np.ndarray | None = None) -> Matches:
-    """The matches after scoring the pool papers `scored` (their store ids) anew: the old ones still in the pool
-    kept, the new ones reaching `threshold` added; scored: every pool paper (`runs`: `runs_of` the pool's ids,
-    when the caller has them)."""
+    """The matches after scoring the pool papers `scored` (their store ids, ascending, as `pool_ids`) anew: the old
+    ones still in the pool kept, the new ones reaching `threshold` added; scored: every pool paper (`runs`:
+    `runs_of` the pool's ids, when the caller has them)."""
     keep = logits >= threshold
     ids, values = scored[keep], logits[keep].astype(np.float32)
     if old is not None and len(old.ids):
-        still = np.isin(old.ids, pool_ids) & ~np.isin(old.ids, scored)
+        still = _within(old.ids, pool_ids) & ~_within(old.ids, scored)
         ids, values = np.concatenate([old.ids[still], ids]), np.concatenate([old.logits[still], values])
     order = np.argsort(ids, kind="stable")
     return Matches(runs_of(np.sort(pool_ids)) if runs is None else runs, ids[order].astype(np.int64), values[order])
+
+
+def _within(ids: np.ndarray, sorted_ids: np.ndarray) -> np.ndarray:
+    """Which of `ids` are in `sorted_ids` (ascending; a binary search each, as `np.isin` sorts both every call)."""
+    if not len(sorted_ids):
+        return np.zeros(len(ids), dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_ids, ids), len(sorted_ids) - 1)
+    return sorted_ids[at] == ids  # type: ignore[no-any-return]
 
 
 def write(store: CacheStore, found: Mapping[str, Matches]) -> None:

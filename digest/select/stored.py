@@ -135,10 +135,18 @@ def _stored(run: _Run, lo: int, hi: int, vectors: list[InterestVectors] | None, 
     if todo:
         found = matches.read(store, todo)
         by_columns: dict[bytes, list[str]] = {}  # the papers to score → the keys that need them
+        by_runs: dict[bytes, bytes] = {}  # (most keys were last written from the same pool: the same runs)
+        everything = np.arange(len(ids)).tobytes()
         for key in todo:
             old = found.get(key)
-            missing = np.flatnonzero(~old.covers(ids)) if old is not None else np.arange(len(ids))
-            by_columns.setdefault(missing.tobytes(), []).append(key)
+            if old is None:
+                missing = everything
+            else:
+                scored = old.runs.tobytes()
+                if scored not in by_runs:
+                    by_runs[scored] = np.flatnonzero(~old.covers(ids)).tobytes()
+                missing = by_runs[scored]
+            by_columns.setdefault(missing, []).append(key)
         threshold = _floor(settings) - MARGIN
         runs = matches.runs_of(ids)  # (the pool's ids ascending: the store hands the window out by id)
         written: dict[str, Matches] = {}
