@@ -66,7 +66,7 @@ class SendLogStore(Base):
                 query = query.where(received.c.digest_date >= since)
             for part in _chunks(subscribers):
                 chosen = query if part is None else query.where(received.c.subscriber.in_(part))
-                for subscriber, found in conn.execute(chosen.group_by(received.c.subscriber)).tuples():
+                for subscriber, found in conn.execute(chosen.group_by(received.c.subscriber)):
                     out[subscriber] = {int(i) for i in found.split(",")}
         return out
 
