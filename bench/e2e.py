@@ -96,6 +96,9 @@ def parse_summary(stdout: str) -> tuple[int, int, int]:
     return sent, skipped, failed
 
 
+STORED_MATCHES = False  # --stored-matches: every run's digest.toml sets select.stored_matches = "always"
+
+
 def write_config(path: Path, *, url: str, site: sites.Site, port: int, dkim: bool) -> Path:
     """The operator's digest.toml: this store, SMTP to the local sink without TLS, DKIM when asked."""
     text = (f'[store]\nurl = "{url}"\n\n[ingest]\npaths = ["{site.papers}"]\n\n'
@@ -103,6 +106,8 @@ def write_config(path: Path, *, url: str, site: sites.Site, port: int, dkim: boo
             f'[smtp]\nhost = "127.0.0.1"\nport = {port}\nsecurity = "none"\n')
     if dkim:
         text += '\n[dkim]\nselector = "bench"\n'
+    if STORED_MATCHES:
+        text += '\n[select]\nstored_matches = "always"\n'
     path.write_text(text, encoding="utf-8")
     return path
 
@@ -284,7 +289,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--papers-per-day", type=int, default=sites.PAPERS, help="with --days")
     parser.add_argument("--message-ids", action="store_true",
                         help="with --days: the sink keeps every message and its Message-IDs are counted (duplicates)")
+    parser.add_argument("--stored-matches", action="store_true",
+                        help="the runs keep every interest's matches in the store (select.stored_matches = \"always\"; "
+                             "the default, auto, only where readers share interests)")
     args = parser.parse_args()
+    global STORED_MATCHES
+    STORED_MATCHES = args.stored_matches
     if args.million and MILLION not in args.subscribers:
         args.subscribers.append(MILLION)
     args.subscribers.sort()

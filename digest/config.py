@@ -211,6 +211,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("select", "text_model", bool, True,
             "Rank with the built-in text model (all-MiniLM-L6-v2, run by ONNX Runtime, shipped in the package) fused "
             "with the words; `false` ranks on words alone (BM25F) and ignores libraries."),
+    Setting("select", "stored_matches", str, "auto",
+            "Keep each interest's matches in the store (the cache table, about 3 kB an interest, rewritten each day) "
+            "so that a send scores each interest once and only the papers new since, with the same digests: "
+            "`auto` where a batch's readers share interests (catalogue topics: half the ranking's CPU), `always`, "
+            "`never`.", choices=("auto", "always", "never")),
     Setting("schedule", "fetch_cron", str, "0 * * * *",
             "When `digest schedule` fetches the sources (crontab syntax, in schedule.timezone; empty: never).",
             check="cron"),

@@ -418,8 +418,9 @@ class App:
                 signals: dict[str, Signals]) -> list[Digest | Exception]:
         """The batch's digests, ranked together; if that fails, one by one, so only the broken one fails."""
         try:
+            mode = self.config.select.stored_matches
             return list(select_many(pool, subscribers, day=day, settings=self.settings, signals=signals,
-                                    store=self.store))
+                                    store=self.store if mode != "never" else None, shared_only=mode == "auto"))
         except Exception:  # noqa: BLE001 - found again below, subscriber by subscriber
             log.debug("ranking the batch together failed; ranking it one by one", exc_info=True)
         out: list[Digest | Exception] = []

@@ -188,12 +188,20 @@ def test_stored_matches_give_select_digests_picks(app, seed):
 
 
 def test_a_profile_file_edited_mid_window_gets_the_full_re_ranks_digest(make_config, subscribers_dir, tmp_path):
-    """Through the send path's composer (stored matches on): day 1 the examples' digests; then grace's profile file
+    """Through the send path's composer (`select.stored_matches = "always"`; with `auto`, the examples' own interests
+    keep nothing): day 1 the examples' digests; then grace's profile file
     gets a new interest and one edited, and day 2 brings new papers: every digest of day 2 is the full re-rank's,
     and the two new keys are scored over the whole window."""
     from digest.pipeline import App
 
-    app = App(make_config(subscribers={"dir": str(subscribers_dir)}))
+    off = App(make_config(subscribers={"dir": str(subscribers_dir)}, store={"url": "sqlite:///off.db"}))
+    try:  # `auto` by default: the examples' interests are their own, nothing is kept
+        off.ingest([SEEDS], seen_on=DAY)
+        assert all(not isinstance(c, Exception) for c in off.composer(off.pool(DAY))(off.roster().subscribers, DAY))
+        assert stored_keys(off.store) == 0
+    finally:
+        off.close()
+    app = App(make_config(subscribers={"dir": str(subscribers_dir)}, select={"stored_matches": "always"}))
     try:
         app.ingest([SEEDS], seen_on=DAY)
         roster = app.roster().subscribers
@@ -257,3 +265,33 @@ def test_pools_the_store_did_not_hand_out_are_ranked_in_full(app):
     batch = select_many(shuffled, subs, day=DAY, settings=app.settings, signals=signals, store=app.store)
     full = select_many(app.pool(DAY, papers=papers[::-1]), subs, day=DAY, settings=app.settings, signals=signals)
     assert [picks(d) for d in batch] == [picks(d) for d in full] and stored_keys(app.store) == 0
+
+
+@pytest.mark.parametrize("mode", ["auto", "never"])
+def test_auto_keeps_matches_where_readers_share_interests(make_config, mode):
+    """`auto`: a batch of readers over a few catalogue topics is ranked from stored matches, one of readers with
+    interests of their own on the whole window; `never` keeps nothing; the digests are the full re-rank's each way."""
+    from digest.pipeline import App
+
+    app = App(make_config(select={"stored_matches": mode}))
+    try:
+        app.ingest([SEEDS], seen_on=DAY)
+        own = readers(30, random.Random(8), ["Nobody"])
+        topics = [Interest("LLM inference", ("LLM", "inference")), Interest("Video", ("video generation",)),
+                  Interest("Robots", description="robots that learn from human video")]
+        rng = random.Random(3)
+        catalogue = [Subscriber(email=f"c{i}@example.org", interests=tuple(rng.sample(topics, rng.randint(1, 3))))
+                     for i in range(30)]
+        assert stored.shared(catalogue) and not stored.shared(own)
+        compose = app.composer(app.pool(DAY))
+        mine = [c.digest for c in compose(own, DAY)]
+        assert stored_keys(app.store) == 0
+        theirs = [c.digest for c in compose(catalogue, DAY)]
+        assert stored_keys(app.store) == (3 if mode == "auto" else 0)
+        for group, got in ((own, mine), (catalogue, theirs)):
+            full = select_many(app.pool(DAY), group, day=DAY, settings=app.settings,
+                               signals=app.signals(group, DAY))
+            assert [picks(d) for d in got] == [picks(d) for d in full]
+        assert sum(d.count for d in theirs) > 30
+    finally:
+        app.close()

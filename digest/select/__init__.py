@@ -53,14 +53,16 @@ def select_digest(pool: Pool, subscriber: Subscriber, *, day: date, settings: Se
 
 
 def select_many(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, settings: SelectSettings,
-                signals: Mapping[str, Signals], store: CacheStore | None = None) -> list[Digest]:
+                signals: Mapping[str, Signals], store: CacheStore | None = None,
+                shared_only: bool = False) -> list[Digest]:
     """`select_digest` for a batch of subscribers, the same picks, the candidates found for all at once.
 
     `batch.candidates` scores the pool for the whole batch as matrix products (seed papers, learned
     models, the floor and what is blocked included) and keeps each subscriber's best `candidate_window`
     papers with their scores; diversity, sections and reasons are then worked out per digest on those
     candidates only. With a `store`, the candidates of subscribers without a learned model come from each
-    interest's matches kept in it (`stored`): the window's papers are scored once per interest, not every send.
+    interest's matches kept in it (`stored`): the window's papers are scored once per interest, not every send;
+    with `shared_only`, only when those readers share interests (`stored.shared`), the case where it pays.
     """
     pool.index(settings.title_weight).trim()  # memory stays flat however many batches a run ranks
     ranked = [s for s in subscribers if s.interests]
@@ -69,6 +71,8 @@ def select_many(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, set
         k = candidate_window(max(s.max_papers for s in ranked))
         quick = [s for s in ranked if stored.without_model(signals.get(s.email))] \
             if store is not None and stored.usable(pool, settings) else []
+        if shared_only and not stored.shared(quick):
+            quick = []
         chosen = {id(s) for s in quick}
         rest = [s for s in ranked if id(s) not in chosen]
         for group, scored in ((quick, stored.candidates(pool, quick, day=day, settings=settings, k=k, signals=signals,

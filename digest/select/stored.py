@@ -65,6 +65,19 @@ def usable(pool: Pool, settings: SelectSettings) -> bool:
     return bool(np.all(ids[1:] > ids[:-1]))
 
 
+SHARED = 0.5  # `shared`: at most this many distinct interests per interest of the batch
+
+
+def shared(subscribers: Sequence[Subscriber]) -> bool:
+    """Whether these readers share their interests enough for stored matches to pay: at most SHARED distinct
+    interests per interest (readers who ticked catalogue topics share them whole). Measured: 3,000 readers over 50
+    interests, a 7,000-paper window: 9.4 -> 5.0 s of ranking CPU; 10,000 generated readers with 17,935 distinct
+    interests: 3-6 % less on a steady-state day, 14-18 % more on the first, and 52 MB of lists rewritten a day."""
+    interests = [i for s in subscribers for i in s.interests]
+    distinct = {(i.keywords, i.description, i.seed_papers, i.authors, i.library_key, i.weight) for i in interests}
+    return bool(interests) and len(distinct) <= SHARED * len(interests)
+
+
 def without_model(signals: Signals | None) -> bool:
     """Whether a subscriber's relevance is their interests' alone (no learned model to raise other papers)."""
     return signals is None or (signals.model is None and not signals.liked and not signals.disliked)
