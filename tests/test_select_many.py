@@ -150,8 +150,11 @@ def test_units_scored_on_some_papers_are_the_whole_pools_values_to_the_last_bit(
     units = [keyword_part(k).unit for k in ["LLM", "KV cache", "video generation", "zzzz nothing", "attention"]]
     rows = index.unit_rows(units)  # (may grow the table: read it after)
     full = index.unit_scores[rows]
+    fresh = app.pool(DAY).index(app.settings.title_weight)  # its unit table empty: the renumbered product
     rng = np.random.default_rng(1)
     for size in (1, 3, 40, len(pool)):
         papers = np.sort(rng.choice(len(pool), size, replace=False))
-        assert np.array_equal(index.scores_on(units, papers), full[:, papers])
+        assert np.array_equal(fresh.scores_on(units, papers), full[:, papers])
+        assert np.array_equal(index.scores_on(units, papers), full[:, papers])  # read from the table
+    assert fresh._n_units == 0
     assert np.count_nonzero(full[3]) == 0 and np.count_nonzero(full) > 20

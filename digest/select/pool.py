@@ -172,6 +172,9 @@ class Index:
         Both sides keep only the units' terms, renumbered in the pool's order (a product over the pool's 400,000
         columns converted a matrix of that many rows every call): each sum still runs over a unit's terms in
         order, so the values are the same to the last bit."""
+        known = [self._unit_row.get(u.key) for u in units]
+        if None not in known:  # scored on the whole pool already (the full re-rank's batch)
+            return self._unit_scores[np.array(known, dtype=np.int64)[:, None], papers[None, :]]
         if self._kept is not None:
             rows, kept, table = self._kept
             at = np.searchsorted(kept, papers)
