@@ -162,6 +162,55 @@ def test_a_broken_or_missing_store_entry_is_scored_again(app):
     assert [picks(x) for x in again] == [picks(x) for x in first]
     found = {k: v for k, v in _all(app.store).items() if k.startswith("matches/")}
     assert found and all(len(matches.Matches.from_bytes(v).runs) for v in found.values())
+    with app.store.engine.begin() as conn:  # the README: deleting them loses nothing
+        conn.execute(sa.text("DELETE FROM cache WHERE key LIKE 'matches/%'"))
+    third = select_many(app.pool(DAY), subs, day=DAY, settings=app.settings, signals=signals, store=app.store)
+    assert [picks(x) for x in third] == [picks(x) for x in first] and stored_keys(app.store) == len(found)
+
+
+def test_two_jobs_writing_the_same_matches_at_once(make_config, store_url):
+    """Two sends of one day at once (two Apps, their own connections, in threads), over readers who share
+    catalogue topics: both scoring and storing the same interests' matches, neither fails, every digest is the
+    full re-rank's, and each interest is kept once."""
+    import threading
+
+    from digest.pipeline import App
+
+    apps = [App(make_config(store={"url": store_url}, select={"stored_matches": "always"})) for _ in range(2)]
+    try:
+        apps[0].ingest([SEEDS], seen_on=DAY)
+        topics = [Interest("LLM inference", ("LLM", "inference")), Interest("Video", ("video generation",)),
+                  Interest("Robots", description="robots that learn from human video"), Interest("GPU", ("CUDA",))]
+        rng = random.Random(6)
+        group = [Subscriber(email=f"t{i}@example.org", interests=tuple(rng.sample(topics, rng.randint(1, 3))))
+                 for i in range(40)]
+        results: dict[int, list] = {}
+        failures: list[BaseException] = []
+        start = threading.Barrier(2)
+
+        def send(n: int) -> None:
+            try:
+                app = apps[n]
+                pool = app.pool(DAY)
+                start.wait()
+                results[n] = [picks(d) for d in select_many(pool, group, day=DAY, settings=app.settings,
+                                                            signals=app.signals(group, DAY), store=app.store)]
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                failures.append(exc)
+
+        threads = [threading.Thread(target=send, args=(n,)) for n in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not failures, failures
+        full = select_many(apps[0].pool(DAY), group, day=DAY, settings=apps[0].settings,
+                           signals=apps[0].signals(group, DAY))
+        assert results[0] == results[1] == [picks(d) for d in full]
+        assert stored_keys(apps[0].store) == len(topics)
+    finally:
+        for app in apps:
+            app.close()
 
 
 def _all(store) -> dict[str, bytes]:

@@ -60,7 +60,7 @@ class Index:
         local = sp.csr_matrix((weights.data, np.searchsorted(self.cols, weights.indices), weights.indptr),
                               shape=(weights.shape[0], len(self.cols)))
         self.matrix = local.tocsc()
-        self._paper_rows = local  # the same, a row per paper (`paper_rows`)
+        self._paper_rows = local  # the same, a row per paper (`scores_on` slices papers from it)
         self.rows = unit_length(local)  # unit rows: cosine similarity between papers
         self.corpus, self.title_weight = corpus, title_weight
         self._unit_row: dict[str, int] = {}  # unit key → its row of _unit_scores

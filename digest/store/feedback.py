@@ -139,8 +139,7 @@ class FeedbackStore(Base):
         """Keep `value` under `key`. `evict` (prefix, n): of the entries whose keys start with prefix, only the n
         newest stay, this one included."""
         with self.write() as conn:
-            conn.execute(cache.delete().where(cache.c.key == key))
-            conn.execute(cache.insert().values(key=key, value=value, updated_at=_now()))
+            _upsert_caches(conn, {key: value})
             if evict is not None:
                 prefix, kept = evict
                 newest = (sa.select(cache.c.key).where(cache.c.key.startswith(prefix, autoescape=True))
@@ -151,16 +150,9 @@ class FeedbackStore(Base):
     def put_caches(self, values: dict[str, bytes]) -> None:
         """Keep many values at once, each replacing its key's (an upsert: two workers writing one key both succeed,
         the last one's value stays)."""
-        if not values:
-            return
-        now = _now()
-        with self.write(serial=False) as conn:
-            table = (postgresql if conn.dialect.name == "postgresql" else sqlite).insert(cache)
-            upsert = table.on_conflict_do_update(index_elements=[cache.c.key], set_={
-                "value": table.excluded.value, "updated_at": table.excluded.updated_at})
-            rows = [{"key": key, "value": value, "updated_at": now} for key, value in sorted(values.items())]
-            for start in range(0, len(rows), 500):  # (sorted: two writers take the rows' locks in one order)
-                conn.execute(upsert, rows[start:start + 500])
+        if values:
+            with self.write(serial=False) as conn:
+                _upsert_caches(conn, values)
 
     def purge_caches(self, prefix: str, before: datetime) -> int:
         """Forget the cached values under `prefix` last written before `before`; how many."""
@@ -203,3 +195,14 @@ class FeedbackStore(Base):
         return tuple(LibraryEntry(r["title"], r["abstract"], r["arxiv_id"], r["doi"], tuple(r["authors"]),
                                   date.fromisoformat(r["added"]) if r["added"] else None, r["line"])
                      for r in json.loads(text))
+
+
+def _upsert_caches(conn: sa.Connection, values: dict[str, bytes]) -> None:
+    """Each value under its key, replacing the key's (an upsert: no delete-then-insert window for another writer)."""
+    table = (postgresql if conn.dialect.name == "postgresql" else sqlite).insert(cache)
+    upsert = table.on_conflict_do_update(index_elements=[cache.c.key], set_={
+        "value": table.excluded.value, "updated_at": table.excluded.updated_at})
+    now = _now()
+    rows = [{"key": key, "value": value, "updated_at": now} for key, value in sorted(values.items())]
+    for start in range(0, len(rows), 500):  # (sorted: two writers take the rows' locks in one order)
+        conn.execute(upsert, rows[start:start + 500])
