@@ -189,22 +189,34 @@ def test_a_warmed_pool_composes_without_building_an_index_or_embedding_a_paper(m
         app.close()
 
 
-def test_a_days_papers_are_analysed_once_and_read_back_by_every_later_run(make_config, monkeypatch, caplog):
-    """The day's first pool tokenises its papers and keeps the counts in the store's cache; a later run (another
-    App on the same store) reads the same matrices back without tokenising. A changed paper makes a new entry, a
-    damaged entry is analysed again, and only the newest POOLS_CACHED analyses stay."""
+def test_a_days_papers_are_analysed_once_and_read_back_by_every_later_run(make_config, monkeypatch, caplog, tmp_path):
+    """A pool's term counts are kept in the store's cache per block of store ids: a later run (another App on the
+    same store) reads the same matrices back without tokenising; the next day's pool tokenises only the new
+    papers' blocks (what the day before analysed is read back); a changed paper makes only its block again; a
+    damaged block is analysed again; blocks not written for window_days + FIELDS_KEPT_DAYS are deleted."""
     import sqlalchemy as sa
 
+    import digest.pipeline as pipeline
     import digest.select.corpus as corpus
-    from digest.pipeline import POOLS_CACHED
     from digest.store.tables import cache
+
+    monkeypatch.setattr(pipeline, "FIELD_BLOCK", 8)  # the seeds span several blocks
 
     def same(a: corpus.Fields, b: corpus.Fields) -> bool:
         return all(x.shape == y.shape and (x != y).nnz == 0 for x, y in ((a.title, b.title), (a.abstract, b.abstract)))
 
+    tokenised: list[str] = []
+    count_matrix = corpus.count_matrix
+
+    def counting(texts):  # type: ignore[no-untyped-def]
+        texts = list(texts)
+        tokenised.extend(texts)
+        return count_matrix(texts)
+
     first = App(make_config())
     first.ingest([SEEDS], seen_on=DAY)
     papers = first.store.candidates(DAY, first.config.select.window_days)
+    assert len(papers) > 3 * 8
     analysed = first.pool(DAY).fields
     assert same(analysed, corpus.Fields.of(papers))
     first.close()
@@ -214,20 +226,47 @@ def test_a_days_papers_are_analysed_once_and_read_back_by_every_later_run(make_c
         patch.setattr(corpus, "count_matrix", lambda *_: pytest.fail("tokenised again"))
         assert same(later.pool(DAY).fields, analysed)
 
-    changed = [replace(papers[0], abstract=papers[0].abstract + " Quantum annealing on photonic chips.")] + papers[1:]
-    fresh = later.pool_fields(changed)
-    assert same(fresh, corpus.Fields.of(changed)) and not same(fresh, analysed)
+    lines = [{"id": f"2607.{n:05d}", "title": f"Photonic quantum annealers, part {n}",
+              "abstract": f"We study annealing schedule number {n} on photonic chips."} for n in range(5)]
+    extra = tmp_path / "more.jsonl"
+    extra.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    later.ingest([extra], seen_on=DAY + timedelta(days=1))
+    both = later.store.candidates(DAY + timedelta(days=1), later.config.select.window_days)
+    assert len(both) == len(papers) + 5
+    with monkeypatch.context() as patch:
+        patch.setattr(corpus, "count_matrix", counting)
+        next_day = later.pool(DAY + timedelta(days=1)).fields
+    assert same(next_day, corpus.Fields.of(both))
+    # the new papers, and the old papers of the block the first new one joins (tokenised twice: titles, abstracts)
+    last_old = papers[-1].store_id // 8  # type: ignore[operator]
+    shared = sum(1 for p in papers if p.store_id // 8 == last_old)  # type: ignore[operator]
+    assert 2 * 5 <= len(tokenised) <= 2 * (5 + shared)
 
-    later.store.put_cache(corpus.Fields.cache_key(papers), b"not an analysis")
+    tokenised.clear()
+    changed = [replace(papers[0], abstract=papers[0].abstract + " Quantum annealing on photonic chips.")] + papers[1:]
+    with monkeypatch.context() as patch:
+        patch.setattr(corpus, "count_matrix", counting)
+        fresh = later.pool_fields(changed)
+    assert same(fresh, corpus.Fields.of(changed)) and not same(fresh, analysed)
+    block = sum(1 for p in papers if p.store_id // 8 == papers[0].store_id // 8)  # type: ignore[operator]
+    assert len(tokenised) == 2 * block
+
+    keys = [corpus.Fields.cache_key(papers[a:b]) for a, b in pipeline._id_blocks(papers)]
+    later.store.put_cache(keys[1], b"not an analysis")
     with caplog.at_level(logging.WARNING, logger="digest"):
         assert same(later.pool_fields(papers), analysed)
     assert "analysing them again" in caplog.text
-    assert same(later.pool(DAY).fields, analysed)  # ... and kept again
+    assert later.store.get_caches(keys[1:2]) and same(later.pool_fields(papers), analysed)  # ... and kept again
 
-    for n in range(1, POOLS_CACHED + 2):
-        later.pool_fields(papers[:n])
-    query = sa.select(cache.c.key).where(cache.c.key.startswith(corpus.Fields.CACHE_PREFIX))
+    stale = corpus.Fields.CACHE_PREFIX + "1/stale"
+    later.store.put_cache(stale, b"old")
+    long_ago = datetime.now(UTC).replace(tzinfo=None) - timedelta(
+        days=later.config.select.window_days + pipeline.FIELDS_KEPT_DAYS + 1)
+    with later.store.engine.begin() as conn:
+        conn.execute(cache.update().where(cache.c.key == stale).values(updated_at=long_ago))
+    later.pool(DAY)
     with later.store.engine.connect() as conn:
-        kept = set(conn.execute(query).scalars())
-    assert kept == {corpus.Fields.cache_key(papers[:n]) for n in range(2, POOLS_CACHED + 2)}
+        kept = set(conn.execute(sa.select(cache.c.key).where(cache.c.key.startswith(corpus.Fields.CACHE_PREFIX)))
+                   .scalars())
+    assert stale not in kept and set(keys) <= kept
     later.close()

@@ -76,6 +76,13 @@ class Fields:
         rows = len(title[2]) - 1
         return cls(sp.csr_matrix(title, shape=(rows, N_FEATURES)), sp.csr_matrix(abstract, shape=(rows, N_FEATURES)))
 
+    @classmethod
+    def stacked(cls, parts: Sequence[Fields]) -> Fields:
+        """The parts' rows one after another (the same matrices as analysing their papers together)."""
+        if len(parts) == 1:
+            return parts[0]
+        return cls(sp.vstack([f.title for f in parts], format="csr"), sp.vstack([f.abstract for f in parts], format="csr"))
+
     def __len__(self) -> int:
         return int(self.title.shape[0])
 
