@@ -99,8 +99,10 @@ def test_memory_is_trimmed_between_batches_and_picks_do_not_change(app, monkeypa
 
 
 def test_similarity_of_a_large_pool_is_the_full_products_to_the_last_bit(app, monkeypatch):
-    """Above SIMILARITY_MATRIX_LIMIT each digest's candidates are compared on their own renumbered terms: the
-    values are exactly those of the pool-wide product, and the digests exactly those of a small pool's path."""
+    """Above SIMILARITY_MATRIX_LIMIT each digest's candidates are compared on their own renumbered terms, or read
+    from the pairs a batch's candidates were held with (`hold_similarity`, up to the limit, the most repeated
+    first): the values are exactly those of the pool-wide product, and the digests exactly those of a small
+    pool's path."""
     from digest.select import pool as pool_module
 
     pool = app.pool(DAY)
@@ -116,6 +118,23 @@ def test_similarity_of_a_large_pool_is_the_full_products_to_the_last_bit(app, mo
     large = app.pool(DAY)
     assert [picks(d) for d in select_many(large, subs, day=DAY, settings=app.settings, signals=signals)] == \
         [picks(d) for d in small]
+    held = large.index(app.settings.title_weight)
+    assert len(held._members) == 10  # the batch's candidates filled what may be held
+    assert np.array_equal(held._held[:10, :10], full[held._members[:, None], held._members])
+
+    monkeypatch.setattr(pool_module, "SIMILARITY_MATRIX_LIMIT", 25)
+    index = app.pool(DAY).index(app.settings.title_weight)
+    index.hold_similarity(np.array([3, 3, 3, 9, 9, 1]))  # the most repeated first
+    assert index._members.tolist() == [3, 9, 1]
+    index.hold_similarity(np.arange(len(pool)))  # more than the room left: 22 more
+    members = index._members
+    assert len(members) == 25 and len(set(members.tolist())) == 25
+    assert np.array_equal(index._held[:25, :25], full[members[:, None], members])
+    for size in (1, 5, 12):
+        inside = rng.choice(members, size, replace=False)
+        assert np.array_equal(index.similarity_among(inside), full[inside[:, None], inside])
+        mixed = np.concatenate([inside, np.setdiff1d(np.arange(len(pool)), members)[:3]])
+        assert np.array_equal(index.similarity_among(mixed), full[mixed[:, None], mixed])
 
 
 def test_memory_follows_budgets_not_the_window(app, monkeypatch):

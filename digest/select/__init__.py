@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import date
 
+import numpy as np
+
 from ..models import Digest, Item, Section, Subscriber
 from . import stored
 from .batch import candidates
@@ -80,6 +82,9 @@ def select_many(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, set
                               (rest, candidates(pool, rest, day=day, settings=settings, k=k, signals=signals)
                                if rest else [])):
             found.update((s.email, c) for s, c in zip(group, scored, strict=True) if c is not None)
+    if found and settings.diversity > 0:  # the pairs diversity weighs, for the batch at once
+        pool.index(settings.title_weight).hold_similarity(np.concatenate(
+            [c.papers[c.relevance >= settings.min_relevance] for c in found.values()]))
     out = []
     for subscriber in subscribers:
         if subscriber.email in found:

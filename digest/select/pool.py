@@ -24,7 +24,9 @@ from .corpus import CorpusStats, Fields, background, bm25_weights, unit_length
 from .text import N_FEATURES, bigrams, columns, tokens
 from .vectors import centred, codes
 
-SIMILARITY_MATRIX_LIMIT = 3000  # pools up to this size keep every pair's similarity in memory
+# Pools up to this size keep every pair's similarity in memory (32 MB at most); a larger pool keeps the pairs of this
+# many papers, the ones a run's digests weigh for diversity most often (`hold_similarity`).
+SIMILARITY_MATRIX_LIMIT = 2048
 MEMO_FLOATS = 25_000_000  # at most this many floats (200 MB) of per-interest scores are kept per pool
 MEMO_ENTRIES = 100_000  # memoised values a long run keeps between batches
 # Scored query units kept between batches, as floats (80 MB): each unit is a row of pool-length floats, so a pool
@@ -71,6 +73,9 @@ class Index:
         self.zeros = np.zeros(weights.shape[0])
         self.zeros.flags.writeable = False
         self._similarity: np.ndarray | None = None
+        self._slot: np.ndarray | None = None  # a large pool: each paper's row of `_held` (-1: not held)
+        self._held = np.zeros((0, 0))  # held papers × held papers, their similarity (rows in `_slot` order)
+        self._members = np.zeros(0, dtype=np.int64)  # the held papers, in `_held`'s order
         self._renumber: np.ndarray | None = None  # scratch: a pool column's number among some papers' terms
         self._scratch: np.ndarray | None = None  # scratch: a pool column's number among some units' terms (or -1)
         self._kept: tuple[dict[str, int], np.ndarray, np.ndarray] | None = None  # `keep_scores`
@@ -224,12 +229,65 @@ class Index:
         return np.asarray((local @ local.T).toarray())
 
     def similarity_among(self, picks: np.ndarray) -> np.ndarray:
-        """Cosine similarity between each pair of the given papers (a small pool keeps every pair)."""
+        """Cosine similarity between each pair of the given papers (a small pool keeps every pair; a large one the
+        pairs of the papers `hold_similarity` was given, others are computed now)."""
         if self.matrix.shape[0] > SIMILARITY_MATRIX_LIMIT:
+            if self._slot is not None:
+                at = self._slot[picks]
+                if len(at) and at.min() >= 0:
+                    return self._held[at[:, None], at]
             return self._similarity_of(picks)
         if self._similarity is None:
             self._similarity = np.asarray((self.rows @ self.rows.T).toarray())
         return self._similarity[picks[:, None], picks]
+
+    def hold_similarity(self, papers: np.ndarray) -> None:
+        """Keep the pairwise similarity of these papers (a batch's candidates, repeats counting) with every paper
+        held already, up to SIMILARITY_MATRIX_LIMIT papers, the most repeated first: worked out in one product
+        rather than a small one per digest (a digest's few dozen candidates cost a third of a millisecond, most of
+        it the product's set-up, and a week's window brings the same papers up in thousands of digests).
+
+        Each value is the sum over the two papers' common terms in the row paper's order, as in the pool-wide
+        product (`similarity_among` of a small pool) and in `_similarity_of`: the same to the last bit."""
+        n = self.matrix.shape[0]
+        held = len(self._members)
+        if n <= SIMILARITY_MATRIX_LIMIT or held >= SIMILARITY_MATRIX_LIMIT or not len(papers):
+            return
+        if self._slot is None:
+            self._slot = np.full(n, -1, dtype=np.int64)
+        found, counts = np.unique(papers, return_counts=True)
+        unheld = self._slot[found] < 0
+        if not unheld.any():
+            return
+        new = found[unheld][np.argsort(-counts[unheld], kind="stable")][:SIMILARITY_MATRIX_LIMIT - held]
+        members = np.concatenate([self._members, new])
+        block = self._product(new, members)  # new × (held, then new)
+        # the held × new values summed in the held paper's order of terms, as the pool-wide product has them (a row's
+        # terms are not in ascending order, so a pair's value depends, in its last bit, on which paper is the row)
+        above = self._product(self._members, new) if held else np.zeros((0, len(new)))
+        if len(members) > len(self._held):
+            grown = np.zeros((min(max(2 * len(self._held), len(members), 256), SIMILARITY_MATRIX_LIMIT),) * 2)
+            grown[:held, :held] = self._held[:held, :held]
+            self._held = grown
+        self._held[held:len(members), :len(members)] = block
+        self._held[:held, held:len(members)] = above
+        self._slot[new] = np.arange(held, len(members))
+        self._members = members
+
+    def _product(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+        """Similarity of each `left` paper (rows) with each `right` one, on the left papers' terms renumbered."""
+        a, b = self.rows[left], self.rows[right]
+        terms = np.unique(a.indices)
+        table = np.full(len(self.cols), -1, dtype=np.int64) if self._scratch is None else self._scratch
+        self._scratch = table
+        table[terms] = np.arange(len(terms))
+        local = table[b.indices]
+        keep = local >= 0
+        starts = np.concatenate([[0], np.cumsum(keep)])[b.indptr]
+        mine = sp.csr_matrix((a.data, table[a.indices], a.indptr), shape=(len(left), len(terms)))
+        theirs = sp.csr_matrix((b.data[keep], local[keep], starts), shape=(len(right), len(terms)))
+        table[terms] = -1
+        return np.asarray((mine @ theirs.T).toarray())
 
 
 class Pool:
