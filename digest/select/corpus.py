@@ -81,7 +81,8 @@ class Fields:
         """The parts' rows one after another (the same matrices as analysing their papers together)."""
         if len(parts) == 1:
             return parts[0]
-        return cls(sp.vstack([f.title for f in parts], format="csr"), sp.vstack([f.abstract for f in parts], format="csr"))
+        return cls(sp.vstack([f.title for f in parts], format="csr"),
+                   sp.vstack([f.abstract for f in parts], format="csr"))
 
     def __len__(self) -> int:
         return int(self.title.shape[0])
