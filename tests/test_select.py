@@ -143,6 +143,9 @@ def test_max_papers_and_trending_profile(corpus):
     assert digest.trending
     assert [i.paper.store_id for i in digest.items] == [2, 4, 1]
     assert digest.items[0].reasons == ("trending: 500 upvotes",)
+    four = select_digest(Pool(POOL, corpus), replace(reader, max_papers=4), day=DAY, received=set(), settings=SETTINGS)
+    after = select_digest(Pool(POOL, corpus), reader, day=DAY, received={2}, settings=SETTINGS)  # received: skipped
+    assert [i.paper.store_id for i in after.items] == [i.paper.store_id for i in four.items if i.paper.store_id != 2]
 
 
 def test_weights_order_sections(corpus):

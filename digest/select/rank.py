@@ -291,14 +291,10 @@ def _trending(pool: Pool, subscriber: Subscriber, day: date, settings: SelectSet
            settings.recency_half_life_days)
     order = memo.get(key)
     if order is None:  # the same order for every trending-only subscriber
-        order = memo[key] = sorted(range(len(pool)), key=lambda i: (-(pool.papers[i].upvotes or 0), -boost[i], i))
+        order = memo[key] = np.array(sorted(range(len(pool)), key=lambda i: (-(pool.papers[i].upvotes or 0),
+                                                                             -boost[i], i)), dtype=np.int64)
     wanted = limit or subscriber.max_papers
-    ranked = []
-    for i in order:
-        if len(ranked) == wanted:
-            break
-        if not blocked[i]:
-            ranked.append(i)
+    ranked = order[~blocked[order]][:wanted].tolist()  # (a loop walked past every blocked paper in Python)
     out = []
     for n, i in enumerate(ranked):
         paper = pool.papers[i]
