@@ -139,23 +139,28 @@ def test_similarity_of_a_large_pool_is_the_full_products_to_the_last_bit(app, mo
 
 def test_memory_follows_budgets_not_the_window(app, monkeypatch):
     """What a run keeps between batches is bounded in floats and entries, whatever the pool's size: the unit
-    table never grows past its budget (plus the batch in hand), and shown papers' term sets past TERM_SETS."""
+    table never grows past its budget (plus the batch in hand). Shown papers' terms are searched in the pool's
+    own arrays (no set kept per paper), with the answers a set of the paper's terms gives."""
     from digest.select import pool as pool_module
 
     pool = app.pool(DAY)
     budget = 8 * len(pool)
     monkeypatch.setattr(pool_module, "MAX_UNIT_FLOATS", budget)
-    monkeypatch.setattr(pool_module, "TERM_SETS", 12)
     subs, signals = subscribers(80, pool.papers, random.Random(11))
     index = pool.index(app.settings.title_weight)
     compose = app.composer(pool)
-    most_units = most_sets = 0
+    most_units = 0
     for first in range(0, len(subs), 10):
         list(compose(subs[first:first + 10], DAY))
-        most_units, most_sets = max(most_units, index._unit_scores.size), max(most_sets, len(pool._terms))
+        most_units = max(most_units, index._unit_scores.size)
     per_batch = 10 * 3 * 4  # at most 3 interests of at most 4 keywords each per subscriber
     assert most_units <= budget + per_batch * len(pool)
-    assert 0 < most_sets <= 12
+    present = pool.fields.present()
+    rng = np.random.default_rng(3)
+    for i in range(len(pool)):
+        own = present.indices[present.indptr[i]:present.indptr[i + 1]]
+        cols = np.concatenate([rng.choice(own, min(3, len(own)), replace=False), rng.integers(0, 2**20, 4)])
+        assert pool.has_terms(i, cols).tolist() == [int(c) in set(own.tolist()) for c in cols]
 
 
 def test_units_scored_on_some_papers_are_the_whole_pools_values_to_the_last_bit(app):

@@ -33,7 +33,6 @@ MEMO_ENTRIES = 100_000  # memoised values a long run keeps between batches
 # of 7,000 papers (a week's window) keeps 1,428 units where one of 1,000 keeps 10,000. A count of units instead
 # made memory follow the window: 10,000 units at 7,000 papers were 560 MB.
 MAX_UNIT_FLOATS = 10_000_000
-TERM_SETS = 1000  # papers whose term sets `has_terms` keeps (about 30 KB each); more, and they are made again
 
 
 class Embedder(Protocol):
@@ -311,9 +310,12 @@ class Pool:
         self._indexes: dict[float, Index] = {}
         self._boosts: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = {}
         present = self.fields.present()
-        self._present, self._present_rows = present.tocsc(), present
+        present.sort_indices()
+        # which papers hold which terms: by term (1 byte a value: phrase look-ups sum a few columns) and by paper
+        # (each paper's terms ascending, without values: `has_terms` searches them)
+        self._present = sp.csc_matrix(present, dtype=np.int8)
+        self._term_starts, self._term_cols = present.indptr, present.indices
         self._contains: dict[str, np.ndarray] = {}
-        self._terms: dict[int, frozenset[int]] = {}
         self._authored: dict[tuple[str, ...], np.ndarray] = {}
         self._author_names: list[frozenset[str]] | None = None
 
@@ -337,18 +339,17 @@ class Pool:
         needed = columns(bigrams(words) if len(words) > 1 else words)
         if not len(needed):
             return np.zeros(len(self.papers), dtype=bool)
-        hits = np.asarray(self._present[:, needed].sum(axis=1)).ravel()
+        hits = np.asarray(self._present[:, needed].sum(axis=1, dtype=np.int64)).ravel()
         return hits >= len(needed)
 
     def has_terms(self, i: int, cols: np.ndarray) -> np.ndarray:
-        """Which of the hashed columns paper i contains."""
-        found = self._terms.get(i)
-        if found is None:  # a set per shown paper: a few columns are looked up per reason
-            if len(self._terms) >= TERM_SETS:  # (unbounded, a week's window of shown papers held 100 MB of sets)
-                self._terms.clear()
-            start, end = self._present_rows.indptr[i], self._present_rows.indptr[i + 1]
-            found = self._terms[i] = frozenset(self._present_rows.indices[start:end].tolist())
-        return np.fromiter((c in found for c in cols.tolist()), dtype=bool, count=len(cols))
+        """Which of the hashed columns paper i contains (a binary search of its ascending terms: sets of them, kept
+        per shown paper, held 25 MB at a week's window)."""
+        terms = self._term_cols[self._term_starts[i]:self._term_starts[i + 1]]
+        if not len(terms):
+            return np.zeros(len(cols), dtype=bool)
+        at = np.minimum(np.searchsorted(terms, cols), len(terms) - 1)
+        return terms[at] == cols  # type: ignore[no-any-return]
 
     def dense_papers(self) -> np.ndarray | None:
         """The pool's embeddings (papers × dimensions, float32), or None without the text model."""
