@@ -107,7 +107,11 @@ def test_similarity_of_a_large_pool_is_the_full_products_to_the_last_bit(app, mo
 
     pool = app.pool(DAY)
     index = pool.index(app.settings.title_weight)
-    full = (index.rows @ index.rows.T).toarray()
+    from digest.select.corpus import unit_length
+
+    every = unit_length(index._paper_rows)  # the pool's rows scaled all at once, as the index once kept them
+    assert (index.unit_length_rows(np.arange(len(pool))) != every).nnz == 0
+    full = (every @ every.T).toarray()
     rng = np.random.default_rng(5)
     for size in (1, 2, 7, 40, len(pool)):
         picks_ = rng.choice(len(pool), size, replace=False)

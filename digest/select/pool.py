@@ -62,7 +62,11 @@ class Index:
                               shape=(weights.shape[0], len(self.cols)))
         self.matrix = local.tocsc()
         self._paper_rows = local  # the same, a row per paper (`scores_on` slices papers from it)
-        self.rows = unit_length(local)  # unit rows: cosine similarity between papers
+        # each paper's Euclidean length: `unit_length_rows` scales rows to unit length when similarity asks
+        # (unit_length's arithmetic, row by row: the values of scaling the whole matrix, no longer kept in memory)
+        squares = sp.csr_matrix((local.data * local.data, local.indices, local.indptr), shape=local.shape)
+        self._norms = np.sqrt(squares @ np.ones(local.shape[1]))
+        self._norms[self._norms == 0] = 1.0
         self.corpus, self.title_weight = corpus, title_weight
         self._unit_row: dict[str, int] = {}  # unit key → its row of _unit_scores
         self._unit_scores = np.zeros((0, weights.shape[0]))
@@ -211,6 +215,12 @@ class Index:
         norm = math.sqrt(float(centroid.multiply(centroid).sum())) or 1.0
         return centroid.indices.astype(np.int64), centroid.data / norm
 
+    def unit_length_rows(self, papers: np.ndarray) -> sp.csr_matrix:
+        """These papers' BM25F rows scaled to unit length (cosine similarity between papers is their product)."""
+        rows = self._paper_rows[papers]
+        rows.data /= np.repeat(self._norms[papers], np.diff(rows.indptr))
+        return rows
+
     def _similarity_of(self, picks: np.ndarray) -> np.ndarray:
         """The papers' pairwise similarity computed now: their rows with their terms numbered among themselves.
 
@@ -219,7 +229,7 @@ class Index:
         papers. Renumbered, the same products are summed in the same order (each row's terms keep theirs), so
         the values are the same to the last bit.
         """
-        rows = self.rows[picks]
+        rows = self.unit_length_rows(picks)
         if self._renumber is None:
             self._renumber = np.zeros(rows.shape[1], dtype=np.int64)
         self._renumber[rows.indices] = np.arange(len(rows.indices))  # a term repeated takes one number
@@ -237,7 +247,8 @@ class Index:
                     return self._held[at[:, None], at]
             return self._similarity_of(picks)
         if self._similarity is None:
-            self._similarity = np.asarray((self.rows @ self.rows.T).toarray())
+            rows = self.unit_length_rows(np.arange(len(self._norms)))
+            self._similarity = np.asarray((rows @ rows.T).toarray())
         return self._similarity[picks[:, None], picks]
 
     def hold_similarity(self, papers: np.ndarray) -> None:
@@ -275,7 +286,7 @@ class Index:
 
     def _product(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
         """Similarity of each `left` paper (rows) with each `right` one, on the left papers' terms renumbered."""
-        a, b = self.rows[left], self.rows[right]
+        a, b = self.unit_length_rows(left), self.unit_length_rows(right)
         terms = np.unique(a.indices)
         table = np.full(len(self.cols), -1, dtype=np.int64) if self._scratch is None else self._scratch
         self._scratch = table
