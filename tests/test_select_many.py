@@ -186,3 +186,14 @@ def test_units_scored_on_some_papers_are_the_whole_pools_values_to_the_last_bit(
         assert np.array_equal(index.scores_on(units, papers), full[:, papers])  # read from the table
     assert fresh._n_units == 0
     assert np.count_nonzero(full[3]) == 0 and np.count_nonzero(full) > 20
+
+
+def test_store_ids_map_to_pool_positions_as_the_dictionary_does(app):
+    """`Pool.positions` (a table over the pool's store ids) answers what `index_by_id` answers, in the order asked,
+    ids outside the pool (below, above, negative) left out."""
+    pool = app.pool(DAY)
+    ids = sorted(pool.index_by_id)
+    rng = random.Random(4)
+    asked = [*rng.sample(ids, 5), -3, 0, ids[0] - 1, ids[-1] + 1, ids[-1] + 10**9, *rng.sample(ids, 3)]
+    assert pool.positions(asked).tolist() == [pool.index_by_id[i] for i in asked if i in pool.index_by_id]
+    assert pool.positions([]).tolist() == []

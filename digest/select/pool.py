@@ -10,7 +10,7 @@ matrix that the batch ranking multiplies with).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date
 from typing import Any, Protocol
@@ -314,6 +314,7 @@ class Pool:
         shipped = _background() if background is True else background or None
         self.corpus = _with_pool(corpus, self.papers, self.fields).blended(shipped)
         self.index_by_id = {p.store_id: i for i, p in enumerate(self.papers) if p.store_id is not None}
+        self._positions: tuple[int, np.ndarray] | None = None  # (lowest store id, store id - lowest → index or -1)
         self.dense = dense
         self._dense_papers: np.ndarray | None = None
         self._dense_unit: np.ndarray | None = None
@@ -332,6 +333,20 @@ class Pool:
 
     def __len__(self) -> int:
         return len(self.papers)
+
+    def positions(self, store_ids: Iterable[int]) -> np.ndarray:
+        """The pool indices of the papers with these store ids (those in the pool), in the order given: a table
+        over the pool's range of store ids, so a reader's week of received papers is one array look-up."""
+        if self._positions is None:
+            low = min(self.index_by_id, default=0)
+            table = np.full(max(self.index_by_id, default=-1) - low + 1, -1, dtype=np.int64)
+            table[np.fromiter(self.index_by_id, dtype=np.int64) - low] = np.fromiter(self.index_by_id.values(),
+                                                                                     dtype=np.int64)
+            self._positions = low, table
+        low, table = self._positions
+        ids = np.fromiter(store_ids, dtype=np.int64) - low
+        found = table[ids[(ids >= 0) & (ids < len(table))]]
+        return found[found >= 0]  # type: ignore[no-any-return]
 
     def index(self, title_weight: float) -> Index:
         """The BM25F index for this title weight (built on first use)."""

@@ -114,8 +114,7 @@ def blocked_papers(pool: Pool, subscriber: Subscriber, signals: Signals) -> np.n
 def blocked_indices(pool: Pool, subscriber: Subscriber, signals: Signals) -> np.ndarray:
     """`blocked_papers` as pool indices (often none: then no pool-sized array is made)."""
     marked = {p.store_id for p in signals.disliked} | {p.store_id for p in signals.liked}
-    found = [pool.index_by_id[i] for i in signals.received | marked if i in pool.index_by_id]
-    out = np.array(found, dtype=np.int64)
+    out = pool.positions(i for i in signals.received | marked if i is not None)
     for phrase in subscriber.exclude:
         out = np.union1d(out, np.flatnonzero(pool.contains(phrase)))
     return out
