@@ -29,10 +29,12 @@ from .vectors import centred, codes
 SIMILARITY_MATRIX_LIMIT = 2048
 MEMO_FLOATS = 25_000_000  # at most this many floats (200 MB) of per-interest scores are kept per pool
 MEMO_ENTRIES = 100_000  # memoised values a long run keeps between batches
-# Scored query units kept between batches, as floats (80 MB): each unit is a row of pool-length floats, so a pool
-# of 7,000 papers (a week's window) keeps 1,428 units where one of 1,000 keeps 10,000. A count of units instead
-# made memory follow the window: 10,000 units at 7,000 papers were 560 MB.
-MAX_UNIT_FLOATS = 10_000_000
+# Scored query units kept between batches, as floats (20 MB): each unit is a row of pool-length floats, so a pool
+# of 7,000 papers (a week's window) keeps 357 units where one of 1,000 keeps 2,500. A count of units instead
+# made memory follow the window: 10,000 units at 7,000 papers were 560 MB. (80 MB kept nothing a later batch used
+# at a week's window, a batch of readers with their own keywords bringing hundreds of units: 10,000 readers' day-8
+# send, the same CPU with 20 MB and 100 MB less memory.)
+MAX_UNIT_FLOATS = 2_500_000
 
 
 class Embedder(Protocol):
