@@ -197,3 +197,22 @@ def test_store_ids_map_to_pool_positions_as_the_dictionary_does(app):
     asked = [*rng.sample(ids, 5), -3, 0, ids[0] - 1, ids[-1] + 1, ids[-1] + 10**9, *rng.sample(ids, 3)]
     assert pool.positions(asked).tolist() == [pool.index_by_id[i] for i in asked if i in pool.index_by_id]
     assert pool.positions([]).tolist() == []
+
+
+def test_candidates_are_the_same_however_the_batch_is_chunked(app, monkeypatch):
+    """`candidates` scores a batch in chunks of subscribers sized to DETAIL_FLOATS; each row is computed alone, so
+    chunks of 1, 7 or the whole batch (and the default, here forced small) give the same candidates and scores."""
+    from digest.select import batch
+
+    pool = app.pool(DAY)
+    subs, signals = subscribers(40, pool.papers, random.Random(12))
+
+    def found(**chunking: int) -> list:
+        out = batch.candidates(pool, subs, day=DAY, settings=app.settings, k=15, signals=signals, **chunking)
+        return [None if c is None else (c.papers.tolist(), c.logits.tolist(), c.relevance.tolist()) for c in out]
+
+    whole = found(chunk=len(subs))
+    assert sum(c is not None for c in whole) > 30
+    assert found(chunk=1) == whole and found(chunk=7) == whole
+    monkeypatch.setattr(batch, "DETAIL_FLOATS", 1)  # the default: chunks of 8
+    assert found() == whole

@@ -60,7 +60,11 @@ from .scores import (
 from .vectors import codes, exact_dot
 
 TIE_MARGIN = 1e-3  # log-odds: candidates this close to the k-th, or to the floor, are kept too (rounding)
-DETAIL_CHUNK = 1000  # subscribers per chunk when every interest's scores are kept (`candidates`)
+DETAIL_CHUNK = 1000  # subscribers per chunk when every interest's scores are kept (stored matches' `candidates`)
+# `candidates` takes as many subscribers a chunk as keep each interests × papers array (float64) of the chunk under
+# this many floats (4 MB): a batch of 100 readers at a week's window held ten 10 MB arrays at once, what set a
+# send's peak memory (539 → 483 MiB at 7,000 papers, the same CPU); at 1,000 papers a chunk is the whole batch.
+DETAIL_FLOATS = 500_000
 # Subscribers per chunk of `rank_many`: a chunk's arrays (subscribers × papers in float64, 16 MB at 1,000
 # papers) stay below glibc's largest mmap threshold (32 MB), so they are reused from the heap instead of
 # being mapped and faulted in afresh every chunk. Chunks only split the subscribers: each row is computed alone.
@@ -236,13 +240,17 @@ def rank_many(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, setti
 
 
 def candidates(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, settings: SelectSettings, k: int,
-               signals: Mapping[str, Signals], chunk: int = DETAIL_CHUNK) -> list[Scored | None]:
+               signals: Mapping[str, Signals], chunk: int | None = None) -> list[Scored | None]:
     """Per subscriber, their scores on their best `k` eligible papers (None without interests).
 
     Eligible: not blocked, relevance at least `min_relevance`. Papers within TIE_MARGIN of the k-th
     best, or of the floor, are kept too, so that rounding cannot leave out a paper `rank` would pick.
+    `chunk`: subscribers scored together (by default as many as DETAIL_FLOATS allows; each row is computed alone).
     """
     run = _run(pool, subscribers, day, settings, signals)
+    if chunk is None:
+        per_reader = max(sum(len(s.interests) for s in subscribers) / max(len(subscribers), 1), 1.0)
+        chunk = max(8, int(DETAIL_FLOATS / (per_reader * max(len(pool), 1))))
     out: list[Scored | None] = [None] * len(subscribers)
     for start in range(0, len(subscribers), chunk):
         _candidate_chunk(run, start, min(start + chunk, len(subscribers)), min(k, len(pool)), signals, out)
