@@ -57,6 +57,7 @@ def _id_blocks(papers: Sequence[Paper]) -> list[tuple[int, int]]:
     edges = [0, *cuts, len(papers)]
     return list(zip(edges, edges[1:], strict=False))
 
+
 @dataclass
 class IngestReport:
     """What an ingest read and what it changed."""

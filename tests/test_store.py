@@ -317,19 +317,20 @@ def test_slots_select_exactly_their_subscribers_whatever_their_number(store_url)
     store.close()
 
 
-def test_a_cache_entry_evicts_all_but_the_newest_of_its_kind(store_url):
-    """`put_cache(..., evict=(prefix, n))` keeps the n newest entries under the prefix (a `%` or `_` in it is
-    literal) and never touches other keys."""
+def test_purging_cache_entries_by_prefix_takes_the_prefix_literally(store_url):
+    """`purge_caches(prefix, before)` forgets the entries under the prefix written before `before` (a `%` or `_` in
+    the prefix is literal) and never touches other keys."""
+    from datetime import UTC, datetime, timedelta
+
     store = Store(store_url)
     store.put_cache("stats", b"s")
-    store.put_cache("pools_x", b"other kind")  # `_` would match any character in an unescaped LIKE
-    for n in range(5):
-        store.put_cache(f"pools/{n}", bytes([n]), evict=("pools/", 3))
-    store.put_cache("pools/1", b"again", evict=("pools/", 3))  # rewritten: the newest now
-    assert [store.get_cache(f"pools/{n}") for n in range(5)] == [None, b"again", None, b"\x03", b"\x04"]
-    assert (store.get_cache("stats"), store.get_cache("pools_x")) == (b"s", b"other kind")
-    store.put_cache("pools_", b"p", evict=("pools_", 1))
-    assert (store.get_cache("pools_"), store.get_cache("pools_x"), store.get_cache("pools/4")) == (b"p", None, b"\x04")
+    store.put_cache("poolsx", b"other kind")  # `pool_` would match it in an unescaped LIKE
+    store.put_cache("pool_a", b"a")
+    store.put_cache("pool_b", b"b")
+    later = datetime.now(UTC).replace(tzinfo=None) + timedelta(seconds=5)
+    assert store.purge_caches("pool_", later - timedelta(days=1)) == 0  # written since: kept
+    assert store.purge_caches("pool_", later) == 2
+    assert [store.get_cache(k) for k in ("stats", "poolsx", "pool_a", "pool_b")] == [b"s", b"other kind", None, None]
     store.close()
 
 

@@ -135,17 +135,10 @@ class FeedbackStore(Base):
                 out.update((row.key, bytes(row.value)) for row in conn.execute(query))
         return out
 
-    def put_cache(self, key: str, value: bytes, *, evict: tuple[str, int] | None = None) -> None:
-        """Keep `value` under `key`. `evict` (prefix, n): of the entries whose keys start with prefix, only the n
-        newest stay, this one included."""
+    def put_cache(self, key: str, value: bytes) -> None:
+        """Keep `value` under `key` (replacing the key's)."""
         with self.write() as conn:
             _upsert_caches(conn, {key: value})
-            if evict is not None:
-                prefix, kept = evict
-                newest = (sa.select(cache.c.key).where(cache.c.key.startswith(prefix, autoescape=True))
-                          .order_by(cache.c.updated_at.desc(), cache.c.key).limit(kept))
-                conn.execute(cache.delete().where(cache.c.key.startswith(prefix, autoescape=True),
-                                                  cache.c.key.not_in(newest.scalar_subquery())))
 
     def put_caches(self, values: dict[str, bytes]) -> None:
         """Keep many values at once, each replacing its key's (an upsert: two workers writing one key both succeed,
