@@ -26,6 +26,7 @@ import numpy as np
 
 from ..models import Interest
 from .dense import InterestVectors
+from .pool import in_sorted
 
 PREFIX = "matches/"
 MATCHES_VERSION = 1  # bump when the scoring changes: every interest's matches are made again
@@ -123,18 +124,10 @@ def merged(old: Matches | None, pool_ids: np.ndarray, scored: np.ndarray, logits
     keep = logits >= threshold
     ids, values = scored[keep], logits[keep].astype(np.float32)
     if old is not None and len(old.ids):
-        still = _within(old.ids, pool_ids) & ~_within(old.ids, scored)
+        still = in_sorted(old.ids, pool_ids) & ~in_sorted(old.ids, scored)
         ids, values = np.concatenate([old.ids[still], ids]), np.concatenate([old.logits[still], values])
     order = np.argsort(ids, kind="stable")
     return Matches(runs_of(np.sort(pool_ids)) if runs is None else runs, ids[order].astype(np.int64), values[order])
-
-
-def _within(ids: np.ndarray, sorted_ids: np.ndarray) -> np.ndarray:
-    """Which of `ids` are in `sorted_ids` (ascending; a binary search each, as `np.isin` sorts both every call)."""
-    if not len(sorted_ids):
-        return np.zeros(len(ids), dtype=bool)
-    at = np.minimum(np.searchsorted(sorted_ids, ids), len(sorted_ids) - 1)
-    return sorted_ids[at] == ids  # type: ignore[no-any-return]
 
 
 def write(store: CacheStore, found: Mapping[str, Matches]) -> None:

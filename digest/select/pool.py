@@ -37,6 +37,14 @@ MEMO_ENTRIES = 100_000  # memoised values a long run keeps between batches
 MAX_UNIT_FLOATS = 2_500_000
 
 
+def in_sorted(values: np.ndarray, ascending: np.ndarray) -> np.ndarray:
+    """Which of `values` are in `ascending` (a binary search each: `np.isin` sorts both on every call)."""
+    if not len(ascending):
+        return np.zeros(len(values), dtype=bool)
+    at = np.minimum(np.searchsorted(ascending, values), len(ascending) - 1)
+    return ascending[at] == values  # type: ignore[no-any-return]
+
+
 class Embedder(Protocol):
     """The text model's embeddings (one row per input) of papers and of query texts, and interests' profiles."""
 
@@ -373,11 +381,7 @@ class Pool:
     def has_terms(self, i: int, cols: np.ndarray) -> np.ndarray:
         """Which of the hashed columns paper i contains (a binary search of its ascending terms: sets of them, kept
         per shown paper, held 25 MB at a week's window)."""
-        terms = self._term_cols[self._term_starts[i]:self._term_starts[i + 1]]
-        if not len(terms):
-            return np.zeros(len(cols), dtype=bool)
-        at = np.minimum(np.searchsorted(terms, cols), len(terms) - 1)
-        return terms[at] == cols  # type: ignore[no-any-return]
+        return in_sorted(cols, self._term_cols[self._term_starts[i]:self._term_starts[i + 1]])
 
     def dense_papers(self) -> np.ndarray | None:
         """The pool's embeddings (papers × dimensions, float32), or None without the text model."""
