@@ -344,7 +344,7 @@ class Pool:
     def __len__(self) -> int:
         return len(self.papers)
 
-    def positions(self, store_ids: Iterable[int]) -> np.ndarray:
+    def positions(self, store_ids: Iterable[int] | np.ndarray) -> np.ndarray:
         """The pool indices of the papers with these store ids (those in the pool), in the order given: a table
         over the pool's range of store ids, so a reader's week of received papers is one array look-up."""
         if self._positions is None:
@@ -354,7 +354,7 @@ class Pool:
                                                                                      dtype=np.int64)
             self._positions = low, table
         low, table = self._positions
-        ids = np.fromiter(store_ids, dtype=np.int64) - low
+        ids = (store_ids if isinstance(store_ids, np.ndarray) else np.fromiter(store_ids, dtype=np.int64)) - low
         found = table[ids[(ids >= 0) & (ids < len(table))]]
         return found[found >= 0]  # type: ignore[no-any-return]
 

@@ -113,8 +113,15 @@ def blocked_papers(pool: Pool, subscriber: Subscriber, signals: Signals) -> np.n
 
 def blocked_indices(pool: Pool, subscriber: Subscriber, signals: Signals) -> np.ndarray:
     """`blocked_papers` as pool indices (often none: then no pool-sized array is made)."""
-    marked = {p.store_id for p in signals.disliked} | {p.store_id for p in signals.liked}
-    out = pool.positions(i for i in signals.received | marked if i is not None)
+    received = signals.received  # (thousands for a trending-only reader, whose recent papers are blocked: one array)
+    try:
+        ids = np.fromiter(received, dtype=np.int64, count=len(received))
+    except TypeError:  # a None among them
+        ids = np.fromiter((i for i in received if i is not None), dtype=np.int64)
+    if signals.liked or signals.disliked:
+        marked = [p.store_id for p in (*signals.liked, *signals.disliked) if p.store_id is not None]
+        ids = np.concatenate([ids, np.array(marked, dtype=np.int64)])
+    out = pool.positions(ids)
     for phrase in subscriber.exclude:
         out = np.union1d(out, np.flatnonzero(pool.contains(phrase)))
     return out
