@@ -260,16 +260,16 @@ def candidates(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, sett
 def _model_logits(unit: tuple[np.ndarray, np.ndarray], models: Sequence[FeedbackModel]) -> np.ndarray:
     """The models' log-odds of relevance for every paper (models × papers), as one exact matrix product (each the
     same as `FeedbackModel.relevance_logits` alone)."""
-    found = [codes(m.weights) for m in models]
-    weights = (np.vstack([c for c, _ in found]), np.concatenate([s for _, s in found]))
+    weights = codes(np.vstack([m.weights for m in models]))  # (row by row: each model's `codes` alone)
     return logits_of(exact_dot(weights, unit), np.array([m.intercept for m in models]),
                      np.array([m.mean for m in models]), np.array([m.spread for m in models]))
 
 
 def _rocchio(unit: tuple[np.ndarray, np.ndarray], models: Sequence[FeedbackModel]) -> np.ndarray:
     """The models' Rocchio terms (models × papers; each as `FeedbackModel.rocchio`)."""
-    rows = [codes(m.direction) if m.direction is not None else codes(np.zeros(unit[0].shape[1])) for m in models]
-    return exact_dot(unit, (np.vstack([c for c, _ in rows]), np.concatenate([s for _, s in rows]))).T  # type: ignore[no-any-return]
+    zero = np.zeros(unit[0].shape[1])
+    rows = codes(np.vstack([m.direction if m.direction is not None else zero for m in models]))  # (row by row)
+    return exact_dot(unit, rows).T  # type: ignore[no-any-return]
 
 
 def _best(values: np.ndarray, first: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -285,9 +285,16 @@ def _best_interest(values: np.ndarray, first: np.ndarray, counts: np.ndarray) ->
     for j in range(1, int(counts.max(initial=1))):
         more = np.flatnonzero(counts > j)
         candidate = values[first[more] + j]
-        better = candidate > best[more]
-        best[more] = np.where(better, candidate, best[more])
-        which[more] = np.where(better, j, which[more])
+        if len(more) == len(first):  # every subscriber has a j-th interest: in place
+            better = candidate > best
+            np.copyto(best, candidate, where=better)
+            which[better] = j
+            continue
+        current, chosen = best[more], which[more]
+        better = candidate > current
+        np.copyto(current, candidate, where=better)
+        chosen[better] = j
+        best[more], which[more] = current, chosen
     return best, which
 
 
@@ -324,14 +331,16 @@ def _fast_best(run: _Run, lo: int, hi: int, first: np.ndarray, counts: np.ndarra
 
 
 def _interest_logits(run: _Run, lo: int, hi: int,
-                     ) -> tuple[np.ndarray, np.ndarray, DenseParts | None, list[InterestVectors]]:
+                     ) -> tuple[np.ndarray, np.ndarray, DenseParts | None, list[InterestVectors], np.ndarray | None]:
     """Interests lo..hi's raw scores, calibrated log-odds and text-model features (interests × papers, float64),
-    computed as `Scores` computes them, and their profiles (none without the text model)."""
+    computed as `Scores` computes them, their profiles (none without the text model) and, with the text model,
+    their words' calibrated log-odds (what `section_keys` reads)."""
     plan = run.plan
     raw = plan.raw(run.index, lo, hi)
     vectors = plan.vectors(run.pool, lo, hi) if run.dense else None
-    logit = interest_logits(run.pool, plan.interests[lo:hi], raw, plan.refs[lo:hi], vectors)
-    return raw, logit, None, vectors or []
+    words = calibrate(raw, plan.refs[lo:hi][:, None]) if vectors is not None else None
+    logit = interest_logits(run.pool, plan.interests[lo:hi], raw, plan.refs[lo:hi], vectors, words=words)
+    return raw, logit, None, vectors or [], words
 
 
 def _learned(run: _Run, rows: np.ndarray, best: np.ndarray,
@@ -402,9 +411,10 @@ def _candidate_chunk(run: _Run, start: int, end: int, k: int, signals: Mapping[s
     lo, hi, first, counts, rows = _chunk_rows(run, start, end)
     if hi == lo:
         return
-    raw, logit, parts, vectors = _interest_logits(run, lo, hi)
+    raw, logit, parts, vectors, words = _interest_logits(run, lo, hi)
     best = _best(logit, first, counts)
-    which = _best_interest(section_keys(logit, raw, run.plan.refs[lo:hi]), first, counts)[1]
+    which = _best_interest(section_keys(logit, raw, run.plan.refs[lo:hi], words), first, counts)[1]
+    del words
     lexical = best.copy()
     with_model, share, learned = _learned(run, rows, best)
     key = best + run.log_boost[None, :]

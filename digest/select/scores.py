@@ -19,7 +19,7 @@ from .learn import MODEL_A, NEGATIVES, FeedbackModel, fit, without
 from .neural import DIM
 from .pool import Index, Pool
 from .profile import CompiledInterest, Signals, compile_interest, reference, seed_papers
-from .vectors import exact_dot
+from .vectors import DenseProfile, exact_dot, fused_rows
 
 LIKED_SECTION = "More like papers you liked"
 # The words' calibration (bench/calibrate.py, keyword profiles): log-odds at one typical mention, and how fast they
@@ -75,8 +75,14 @@ def calibrate(raw: np.ndarray, unit: float | np.ndarray, weight: float | np.ndar
     columns (one per row of `raw`)."""
     a, b = CALIBRATION_A, CALIBRATION_B
     with np.errstate(divide="ignore"):
-        logit = a + b * np.log(np.maximum(raw, 0.0) / unit) + np.log(weight)
-    return np.maximum(logit, NO_MATCH)
+        logit = np.maximum(raw, 0.0) / unit
+        if logit.dtype != np.float64:
+            return np.maximum(a + b * np.log(logit) + np.log(weight), NO_MATCH)  # type: ignore[no-any-return]
+        np.log(logit, out=logit)  # a + b × log(…) + log(weight), in place: the same operations in the same order
+        logit *= b
+        logit += a
+        logit += np.log(weight)
+    return np.maximum(logit, NO_MATCH, out=logit)
 
 
 def style(interest: Interest) -> str:
@@ -102,25 +108,25 @@ def directions(interests: Sequence[Interest], vectors: Sequence[InterestVectors]
                ) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray, np.ndarray, list[int], list[int]]:
     """Every profile's fused direction as codes, and its constant: the text profiles' (words) then the library
     profiles'; with each text profile's lexical coefficient, and which interests each belongs to."""
-    found, consts, lexical, text, library = [], [], [], [], []
+    wanted: list[tuple[DenseProfile, tuple[float, float, float]]] = []
+    consts, lexical, text, library = [], [], [], []
     for n, v in enumerate(vectors):
         if v.text is not None:
             a, q, m, w = FUSION[style(interests[n])]
-            found.append(v.text.fused(q, m, 0.0))
+            wanted.append((v.text, (q, m, 0.0)))
             consts.append(a)
             lexical.append(w)
             text.append(n)
     a, m, k = LIBRARY_FUSION
     for n, v in enumerate(vectors):
         if v.library is not None:
-            found.append(v.library.fused(0.0, m, k))
+            wanted.append((v.library, (0.0, m, k)))
             consts.append(a)
             library.append(n)
-    if not found:
+    if not wanted:
         return (np.zeros((0, DIM), dtype=np.float32), np.zeros(0)), np.zeros(0), np.zeros(0), text, library
-    rows = np.vstack([f[0] for f in found]).astype(np.float32)
-    return ((rows, np.array([f[1] for f in found])), np.array(consts) + np.array([f[2] for f in found]),
-            np.array(lexical), text, library)
+    rows, scales, fused = fused_rows(wanted)
+    return (rows, scales), np.array(consts) + fused, np.array(lexical), text, library
 
 
 def fuse(lexical: np.ndarray, interests: Sequence[Interest], vectors: Sequence[InterestVectors],
@@ -130,14 +136,24 @@ def fuse(lexical: np.ndarray, interests: Sequence[Interest], vectors: Sequence[I
 
     `lexical` is the words' calibrated log-odds (`calibrate` without the weight), NO_MATCH for no words. The
     text model's part is one exact matrix product of the interests' directions with the papers' codes."""
-    out = np.full(lexical.shape, -np.inf)
     found, consts, weights, text, library = directions(interests, vectors)
+    every = len(text) == len(lexical)  # (every interest has words: `text` is every row, in order)
     if len(consts):
-        dense = exact_dot(found, pool.dense_codes(columns)) + consts[:, None]
+        dense = exact_dot(found, pool.dense_codes(columns))
+        dense += consts[:, None]
+        if text:  # dense + weight × max(lexical, LEXICAL_FLOOR), in place
+            words = np.maximum(lexical if every else lexical[text], LEXICAL_FLOOR)
+            words *= weights[:, None]
+            dense[:len(text)] += words
+        if every and not library:
+            return dense
+        out = np.full(lexical.shape, -np.inf)
         if text:
-            out[text] = dense[:len(text)] + weights[:, None] * np.maximum(lexical[text], LEXICAL_FLOOR)
+            out[text] = dense[:len(text)]
         if library:
             out[library] = np.maximum(out[library], dense[len(text):])
+    else:
+        out = np.full(lexical.shape, -np.inf)
     none = [n for n, v in enumerate(vectors) if v.text is None and v.library is None]
     if none:  # authors alone, or a library the store cannot read yet: words (if any) decide
         out[none] = lexical[none]
@@ -277,23 +293,32 @@ class Scored:
                 for like, n in zip(liked.tolist(), self.best[at].tolist(), strict=True)]
 
 
-def section_keys(logits: np.ndarray, raw: np.ndarray, units: Sequence[float] | np.ndarray) -> np.ndarray:
+def section_keys(logits: np.ndarray, raw: np.ndarray, units: Sequence[float] | np.ndarray,
+                 words: np.ndarray | None = None) -> np.ndarray:
     """What decides a paper's section among its subscriber's interests (interests × papers): its log-odds, those
-    above SECTION_SURE counting as equally sure, then the interest whose words match it best."""
-    words = calibrate(raw, np.asarray(units, dtype=np.float64)[:, None])
-    return np.minimum(logits, SECTION_SURE) + SECTION_WORDS * np.maximum(words, LEXICAL_FLOOR)  # type: ignore[no-any-return]
+    above SECTION_SURE counting as equally sure, then the interest whose words match it best (`words`: the raw
+    scores' `calibrate` on `units`, when the caller has it)."""
+    if words is None:
+        words = calibrate(raw, np.asarray(units, dtype=np.float64)[:, None])
+    keys = np.maximum(words, LEXICAL_FLOOR)
+    keys *= SECTION_WORDS  # min(logits, SECTION_SURE) + SECTION_WORDS × max(words, LEXICAL_FLOOR), in place
+    keys += np.minimum(logits, SECTION_SURE)
+    return keys
 
 
 def interest_logits(pool: Pool, interests: Sequence[Interest], raw: np.ndarray, units: np.ndarray,
-                    vectors: Sequence[InterestVectors] | None, columns: np.ndarray | None = None) -> np.ndarray:
+                    vectors: Sequence[InterestVectors] | None, columns: np.ndarray | None = None,
+                    words: np.ndarray | None = None) -> np.ndarray:
     """Every interest's log-odds of relevance (interests × papers): the words' calibration alone without the
-    text model (`vectors` None), the fusion with it; the interest's weight in, followed authors' papers raised."""
+    text model (`vectors` None), the fusion with it; the interest's weight in, followed authors' papers raised.
+    `words`: `calibrate(raw, units[:, None])`, when the caller has it."""
     weights = np.array([i.weight for i in interests], dtype=np.float64)[:, None]
     if vectors is None:
         logits = calibrate(raw, units[:, None], weights)
     else:
-        logits = np.maximum(fuse(calibrate(raw, units[:, None]), interests, vectors, pool, columns) + np.log(weights),
-                            NO_MATCH)
+        logits = fuse(calibrate(raw, units[:, None]) if words is None else words, interests, vectors, pool, columns)
+        logits += np.log(weights)
+        np.maximum(logits, NO_MATCH, out=logits)
     return followed(pool, interests, logits, columns)
 
 
