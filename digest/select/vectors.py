@@ -52,7 +52,6 @@ LIBRARY_RIDGE = (0.03, None)
 CODE_MAX = 127.0  # int8 codes of vectors (see `exact_dot`)
 WOODBURY_MAX = 64  # positives up to which the update is solved by the Woodbury identity (else directly)
 MAX_NEIGHBOURS = 500  # library papers kept for the neighbour signal (the most recently added)
-Z_ROWS = "z"  # a profile's memo key of its query, model and centre as codes (`DenseProfile.z_scores`)
 VERSION = "v4"  # a profile made by another version is made again
 
 
@@ -142,7 +141,8 @@ class DenseProfile:
     centre: np.ndarray  # the library papers' mean (zeros for words)
     centre_stats: tuple[float, float]
     neighbours: np.ndarray  # the library papers (float16 rows, most recently added first; none for words)
-    _fused: dict[object, tuple[np.ndarray, ...]] = field(default_factory=dict, compare=False, repr=False)
+    _fused: dict[tuple[float, float, float], tuple[np.ndarray, float, float]] = field(
+        default_factory=dict, compare=False, repr=False)
 
     def fused(self, query: float, model: float, centre: float) -> tuple[np.ndarray, float, float]:
         """`direction` as int8 codes: (codes, their scale, the constant), made once per profile and weights."""
@@ -163,10 +163,7 @@ class DenseProfile:
 
     def z_scores(self, unit: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(z_query, z_model, z_centre) of papers given by their codes (float64 rows; for explanations)."""
-        rows = self._fused.get(Z_ROWS)
-        if rows is None:  # (made once per profile: a send explains each reader's picks by it)
-            rows = self._fused[Z_ROWS] = codes(np.vstack([self.query, self.weights, self.centre]))
-        found = exact_dot(unit, rows)
+        found = exact_dot(unit, codes(np.vstack([self.query, self.weights, self.centre])))
         (qm, qs), (mm, ms), (cm, cs) = self.query_stats, self.model_stats, self.centre_stats
         return (found[:, 0] - qm) / qs, (found[:, 1] + self.bias - mm) / ms, (found[:, 2] - cm) / cs
 
