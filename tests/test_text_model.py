@@ -126,6 +126,49 @@ def test_exact_products_do_not_depend_on_the_batch():
     assert np.abs(batch - plain).max() < 0.02 * np.abs(plain).max()
 
 
+def test_directions_made_together_are_each_profiles_own():
+    """A chunk's fused directions are made in one set of array operations (`fused_rows`): each the same to the last
+    bit as its profile's own `fused` (codes, scale, constant), text and library profiles and any weights mixed, and
+    what one call made the other finds (kept in the profile)."""
+    model = load()
+    texts = [vectors.text_profile(v) for v in model.embed(["KV cache compression", "protein folding with diffusion",
+                                                           "causal inference in econometrics"])]
+    library = vectors.library_profile(model.embed(["a paper on kernels", "another on compilers", "a third"]))
+    rng = np.random.default_rng(5)
+    wanted = [(texts[0], (1.2, 0.7, 0.0)), (library, (0.0, 1.263, -0.114)), (texts[1], (0.9, 1.1, 0.0)),
+              (texts[2], (1.2, 0.7, 0.0))]
+    wanted += [(profile, tuple(rng.normal(size=3).tolist())) for profile in (*texts, library) for _ in range(10)]
+    rows, scales, consts = vectors.fused_rows(wanted)
+    for n, (profile, weights) in enumerate(wanted):
+        fresh = vectors.DenseProfile.from_bytes(profile.to_bytes())  # (no memo: made alone)
+        alone, scale, const = fresh.fused(*weights)
+        assert np.array_equal(rows[n], alone.astype(np.float32)) and scales[n] == scale and consts[n] == const
+        assert profile.fused(*weights)[1] == scale  # kept: the profile's own call finds it
+    again = vectors.fused_rows(wanted)  # (all kept now)
+    assert all(np.array_equal(a, b) for a, b in zip(again, (rows, scales, consts), strict=True))
+
+
+def test_calibration_is_its_formula_to_the_last_bit():
+    """`calibrate` (worked in place) is a + b log(max(raw, 0) / unit) + log(weight), at least NO_MATCH, bit for bit,
+    for columns of units and weights, a scalar unit, and a weight that widens the result."""
+    from digest.select.scores import CALIBRATION_A, CALIBRATION_B, NO_MATCH, calibrate
+
+    rng = np.random.default_rng(3)
+    raw = np.where(rng.random((40, 200)) < 0.4, 0.0, rng.gamma(1.0, 2.0, (40, 200)))
+    unit, weight = rng.random((40, 1)) + 0.5, rng.random((40, 1)) + 0.5
+
+    def formula(raw, unit, weight=1.0):  # type: ignore[no-untyped-def]
+        with np.errstate(divide="ignore"):
+            return np.maximum(CALIBRATION_A + CALIBRATION_B * np.log(np.maximum(raw, 0.0) / unit) + np.log(weight),
+                              NO_MATCH)
+
+    assert np.array_equal(calibrate(raw, unit, weight), formula(raw, unit, weight))
+    assert np.array_equal(calibrate(raw, unit), formula(raw, unit))
+    assert np.array_equal(calibrate(raw[0], 2.0), formula(raw[0], 2.0))
+    assert np.array_equal(calibrate(raw[0], 2.0, weight), formula(raw[0], 2.0, weight))  # (40, 200)
+    assert calibrate(raw[0], 2.0, weight).shape == (40, 200)
+
+
 def test_a_profile_does_not_depend_on_the_store_or_the_day():
     """An interest's profile is made from its words and the shipped reference papers alone: made twice, the same."""
     model = load()

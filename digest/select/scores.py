@@ -76,7 +76,7 @@ def calibrate(raw: np.ndarray, unit: float | np.ndarray, weight: float | np.ndar
     a, b = CALIBRATION_A, CALIBRATION_B
     with np.errstate(divide="ignore"):
         logit = np.maximum(raw, 0.0) / unit
-        if logit.dtype != np.float64:
+        if logit.dtype != np.float64 or np.broadcast_shapes(logit.shape, np.shape(weight)) != logit.shape:
             return np.maximum(a + b * np.log(logit) + np.log(weight), NO_MATCH)  # type: ignore[no-any-return]
         np.log(logit, out=logit)  # a + b × log(…) + log(weight), in place: the same operations in the same order
         logit *= b
