@@ -306,7 +306,10 @@ def _fuse(pool: Pool, lexical: np.ndarray, interests: Sequence[Interest], vector
             block = order[start:start + PROFILE_BLOCK]
             wide = int(widths[owners[block[0]]])
             dots[block, :wide] = np.einsum("pkd,pd->pk", codes[papers[block, :wide]], found[block])
-        dense = dots.astype(np.float64) * scales[:, None] * code_scales[papers] + consts[:, None]
+        dense = dots.astype(np.float64)  # × scales × the papers' scales + consts, in place (the same order)
+        dense *= scales[:, None]
+        dense *= code_scales[papers]
+        dense += consts[:, None]
         if text:
             out[text] = dense[:len(text)] + weights[:, None] * np.maximum(lexical[text], LEXICAL_FLOOR)
         if library:
