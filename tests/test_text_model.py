@@ -112,6 +112,24 @@ def test_more_interests_than_memory_keeps_are_all_answered(tmp_path, monkeypatch
     assert all(np.array_equal(a.text.weights, b.text.weights) for a, b in zip(found, again, strict=True))
 
 
+def test_papers_beyond_the_memory_bound_are_read_back_not_embedded_again(tmp_path, monkeypatch):
+    """The embedder keeps at most MEMO_PAPERS papers' embeddings in memory (a daemon would otherwise keep every
+    day's); the others come back from the store, the same vectors, without running the model again."""
+    from digest.models import Paper
+    from digest.select import dense
+    from digest.store import Store
+
+    monkeypatch.setattr(dense, "MEMO_PAPERS", 2)
+    embedder = dense.DenseEmbedder(Store(f"sqlite:///{tmp_path}/d.db"))
+    papers = [Paper(title=f"A study of topic {n}", abstract=f"We look at topic {n} closely.", url=f"https://x/{n}")
+              for n in range(5)]
+    first = embedder.papers(papers)
+    assert len(embedder._papers) == 2  # noqa: SLF001
+    monkeypatch.setattr(embedder, "_encode", lambda *a, **k: pytest.fail("embedded again"))
+    again = embedder.papers(papers)
+    assert np.array_equal(first, again) and len(embedder._papers) == 2  # noqa: SLF001
+
+
 def test_exact_products_do_not_depend_on_the_batch():
     """`exact_dot` of a row with the papers is the same to the last bit alone and inside any batch of rows."""
     rng = np.random.default_rng(0)

@@ -37,6 +37,9 @@ MEMO_TEXTS = 50_000  # query texts' embeddings a process keeps in memory (1.5 kB
 # read from): the most used stay between batches. 20,000 held 120 MB at 10,000 readers with interests of their own,
 # which no later batch asked for again; readers who share interests share a few hundred profiles.
 MEMO_PROFILES = 2_000
+# papers' embeddings kept in memory between calls (the rest are read from the store again): a pool keeps its own
+# array of them, and a week's window held 11 MB here besides (a scheduler daemon, every day's papers)
+MEMO_PAPERS = 2_000
 PROGRESS_AT = 200  # papers from which an ingest on a terminal shows a progress bar
 
 
@@ -130,7 +133,10 @@ class DenseEmbedder:
             if self.store is not None:
                 self.store.put_embeddings(computed, MODEL_NAME)
             self._papers.update(computed)
-        return np.vstack([np.asarray(self._papers[key], dtype=np.float32) for key in keys])
+        out = np.vstack([np.asarray(self._papers[key], dtype=np.float32) for key in keys])
+        for key in list(self._papers)[:max(len(self._papers) - MEMO_PAPERS, 0)]:  # the oldest first
+            del self._papers[key]
+        return out
 
     # -- interests ----------------------------------------------------------------------------------
 

@@ -210,7 +210,7 @@ class Explainer:
         if dense is not None and n < len(s.vectors):
             vectors = s.vectors[n]
             if vectors.library is not None and vectors.library_titles and dense.neighbours[n][j] >= NEIGHBOUR_Z:
-                closest = self.pool.dense_unit()[i] @ vectors.library.neighbours.T
+                closest = self.pool.dense_unit(np.array([i]))[0] @ vectors.library.neighbours.T
                 reasons.append(f"like “{_short(vectors.library_titles[int(np.argmax(closest))])}” in your library")
             elif not words and ci.interest.has_text and dense.query[n][j] >= QUERY_Z:
                 reasons.append("close in meaning to your words")

@@ -327,7 +327,6 @@ class Pool:
         self._positions: tuple[int, np.ndarray] | None = None  # (lowest store id, store id - lowest → index or -1)
         self.dense = dense
         self._dense_papers: np.ndarray | None = None
-        self._dense_unit: np.ndarray | None = None
         self._dense_codes: tuple[np.ndarray, np.ndarray] | None = None
         self._indexes: dict[float, Index] = {}
         self._boosts: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = {}
@@ -391,13 +390,13 @@ class Pool:
             self._dense_papers = self.dense.papers(self.papers)
         return self._dense_papers
 
-    def dense_unit(self) -> np.ndarray:
-        """The pool's embeddings centred on the reference mean, unit length (`vectors.centred`)."""
-        if self._dense_unit is None:
-            raw = self.dense_papers()
-            assert raw is not None
-            self._dense_unit = centred(raw)
-        return self._dense_unit
+    def dense_unit(self, papers: np.ndarray | None = None) -> np.ndarray:
+        """The pool's embeddings centred on the reference mean, unit length (`vectors.centred`), of every paper or
+        of these: made when asked, not kept (the codes are what scoring reads; a week's window held 10 MB of them
+        besides; `centred` works row by row, so a row alone is the same to the last bit)."""
+        raw = self.dense_papers()
+        assert raw is not None
+        return centred(raw if papers is None else raw[papers])
 
     def dense_codes(self, papers: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The pool's centred unit embeddings as int8 codes (`vectors.codes`), of every paper or of these."""
