@@ -138,6 +138,7 @@ def fuse(lexical: np.ndarray, interests: Sequence[Interest], vectors: Sequence[I
     text model's part is one exact matrix product of the interests' directions with the papers' codes."""
     found, consts, weights, text, library = directions(interests, vectors)
     every = len(text) == len(lexical)  # (every interest has words: `text` is every row, in order)
+    dense = None
     if len(consts):
         dense = exact_dot(found, pool.dense_codes(columns))
         dense += consts[:, None]
@@ -145,15 +146,14 @@ def fuse(lexical: np.ndarray, interests: Sequence[Interest], vectors: Sequence[I
             words = np.maximum(lexical if every else lexical[text], LEXICAL_FLOOR)
             words *= weights[:, None]
             dense[:len(text)] += words
-        if every and not library:
+        if every and not library:  # nothing else to combine
             return dense
-        out = np.full(lexical.shape, -np.inf)
+    out = np.full(lexical.shape, -np.inf)
+    if dense is not None:
         if text:
             out[text] = dense[:len(text)]
         if library:
             out[library] = np.maximum(out[library], dense[len(text):])
-    else:
-        out = np.full(lexical.shape, -np.inf)
     none = [n for n, v in enumerate(vectors) if v.text is None and v.library is None]
     if none:  # authors alone, or a library the store cannot read yet: words (if any) decide
         out[none] = lexical[none]
