@@ -193,3 +193,27 @@ def test_a_profile_does_not_depend_on_the_store_or_the_day():
     first = vectors.text_profile(model.embed(["robot grasping"])[0])
     second = vectors.text_profile(model.embed(["robot grasping"])[0])
     assert np.array_equal(first.weights, second.weights) and first.model_stats == second.model_stats
+
+
+def test_many_libraries_profiles_are_read_from_the_store_in_one_query(tmp_path, monkeypatch):
+    """A batch of readers with libraries of their own: their stored profiles come back in one read of the store's
+    cache, not one a library, and are the profiles that were made."""
+    from digest.models import Interest, Paper
+    from digest.select import dense
+    from digest.store import Store
+
+    store = Store(f"sqlite:///{tmp_path}/d.db")
+    papers = [Paper(title=f"A study of topic {n}", abstract=f"We look at topic {n} closely.", url=f"https://x/{n}")
+              for n in range(12)]
+    interests = [Interest(f"lib{n}", seed_papers=(papers[n].title, papers[n + 1].title)) for n in range(0, 12, 2)]
+
+    def seeds(interest):
+        return [p for p in papers if p.title in interest.seed_papers]
+
+    made = dense.DenseEmbedder(store).interests(interests, seeds)
+    reads: list[int] = []
+    real = store.get_caches
+    monkeypatch.setattr(store, "get_caches", lambda keys: reads.append(len(keys)) or real(keys))
+    again = dense.DenseEmbedder(store).interests(interests, seeds)
+    assert [n for n in reads if n] == [len(interests)]
+    assert all(np.array_equal(a.library.weights, b.library.weights) for a, b in zip(made, again, strict=True))

@@ -161,21 +161,29 @@ class DenseEmbedder:
             self._save(made)
             found.update(made)
         self._remember(found)  # (after this call's profiles are all in hand: remembering evicts the oldest)
+        libraries = {n: self._library_papers(i, seeds) for n, i in enumerate(interests) if i.has_library}
+        stored = self._read([key for key, _ in filter(None, libraries.values()) if key not in self._profiles])
         out = []
-        for interest, words in zip(interests, texts, strict=True):
-            library, titles = self._library(interest, seeds) if interest.has_library else (None, ())
+        for n, words in enumerate(texts):
+            library, titles = self._library(*libraries[n], stored) if libraries.get(n) else (None, ())
             out.append(InterestVectors(found[keys[words]] if words is not None else None, library, titles))
         return out
 
-    def _library(self, interest: Interest, seeds: Callable[[Interest], Sequence[Paper]] | None,
-                 ) -> tuple[DenseProfile | None, tuple[str, ...]]:
+    def _library_papers(self, interest: Interest, seeds: Callable[[Interest], Sequence[Paper]] | None,
+                        ) -> tuple[str, list[tuple[str, str, Paper | None]]] | None:
+        """The key of the interest's library profile, and its papers (`library_papers`); None for no papers."""
         papers = self.library_papers(interest, seeds)
         if not papers:
-            return None, ()
+            return None
         digest = hashlib.sha256("\x00".join(f"{key}\x01{text}" for key, text, _ in papers).encode(
             "utf-8", "surrogatepass")).hexdigest()[:40]
-        key = library_key(digest)
-        profile = self._profiles.get(key) or self._read([key]).get(key)
+        return library_key(digest), papers
+
+    def _library(self, key: str, papers: list[tuple[str, str, Paper | None]], stored: Mapping[str, DenseProfile],
+                 ) -> tuple[DenseProfile, tuple[str, ...]]:
+        """A library's profile: from memory, `stored` (the store's profiles of this call's libraries, read in one
+        query rather than one a library), or made now and kept."""
+        profile = self._profiles.get(key) or stored.get(key)
         if profile is None:
             stored = [p for _, _, p in papers if p is not None]
             vectors = np.zeros((len(papers), DIM), dtype=np.float32)
