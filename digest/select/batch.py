@@ -412,9 +412,8 @@ def _candidate_chunk(run: _Run, start: int, end: int, k: int, signals: Mapping[s
     if hi == lo:
         return
     raw, logit, parts, vectors, words = _interest_logits(run, lo, hi)
+    del words  # (`_sections` works out the few it needs again)
     best = _best(logit, first, counts)
-    which = _best_interest(section_keys(logit, raw, run.plan.refs[lo:hi], words), first, counts)[1]
-    del words
     lexical = best.copy()
     with_model, share, learned = _learned(run, rows, best)
     key = best + run.log_boost[None, :]
@@ -434,8 +433,35 @@ def _candidate_chunk(run: _Run, start: int, end: int, k: int, signals: Mapping[s
         recent = _top_near(np.where(run.old[None, :], -np.inf, sure), np.where(run.old[None, :], -np.inf, near), k)
         kept = recent | _top_near(np.where(run.old[None, :], sure, -np.inf), np.where(run.old[None, :], near, -np.inf),
                                   old_k)
+    which = _sections(kept, raw, logit, run.plan.refs[lo:hi], first, counts)
     _scored(run, lo, rows, first, counts, kept, _Kept(raw, logit, parts, vectors, lexical, best, which, learned),
             dict(zip(with_model, share.tolist(), strict=True)), signals, out)
+
+
+def _sections(kept: np.ndarray, raw: np.ndarray, logit: np.ndarray, refs: np.ndarray, first: np.ndarray,
+              counts: np.ndarray) -> np.ndarray:
+    """Which of its subscriber's interests takes each kept paper (subscribers × papers, set where `kept` is):
+    `_best_interest` of `section_keys`, worked out on the kept papers only (a few dozen a subscriber, not the
+    window), each key from the same values with the same operations, so the same interest (the first on ties)."""
+    which = np.zeros(kept.shape, dtype=np.int64)
+    row, paper = np.nonzero(kept)  # (the order boolean indexing reads them)
+    start, count = first[row], counts[row]
+
+    def keys(slot: np.ndarray, at: np.ndarray) -> np.ndarray:
+        interest = start[at] + slot
+        values = raw[interest, paper[at]]
+        return section_keys(logit[interest, paper[at]], values, refs[interest],
+                            calibrate(values, refs[interest]))  # as `_interest_logits` calibrates the words
+
+    every = np.arange(len(row))
+    best, chosen = keys(np.zeros(len(row), dtype=np.int64), every), np.zeros(len(row), dtype=np.int64)
+    for j in range(1, int(count.max(initial=1))):
+        more = np.flatnonzero(count > j)
+        candidate = keys(np.full(len(more), j), more)
+        better = candidate > best[more]
+        best[more[better]], chosen[more[better]] = candidate[better], j
+    which[row, paper] = chosen
+    return which
 
 
 def _top_near(sure: np.ndarray, near: np.ndarray, k: int) -> np.ndarray:
