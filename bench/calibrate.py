@@ -26,9 +26,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ranking as bench  # noqa: E402
 
 from digest.select import SelectSettings  # noqa: E402
-from digest.select.scores import LEXICAL_FLOOR, Scores  # noqa: E402
+from digest.select.scores import LEXICAL_FLOOR, Scores, library_words_feature  # noqa: E402
 
 LEVELS = (0.3, 0.4, 0.5, 0.6, 0.7)
+# A library's fusion is fitted on libraries of these sizes (the report measures ten papers): a reader's library may
+# be a handful of papers or hundreds, and its words' unit (`corpus.PaperTerms.centroid_and_score`) is worked out
+# from the papers themselves, so the fit should see small ones too.
+LIBRARY_SIZES = (3, 5, 10, 20)
 
 
 def features(sample: bench.Sample, pools: dict[str, list[np.ndarray]], profiles: dict[tuple[str, str], bench.Profile],
@@ -48,8 +52,10 @@ def features(sample: bench.Sample, pools: dict[str, list[np.ndarray]], profiles:
             pool = words.pool(bench.Case(category, pool_rows, np.zeros(0)))
             pool.dense = embedder  # type: ignore[attr-defined]
             query, model, centre = dense.z_scores(pool.dense_codes())  # type: ignore[attr-defined]
-            if style == "library":
-                rows.append(np.c_[model, centre])
+            if style == "library":  # its words: `scores.library_words_feature`, as a send computes it
+                index = pool.index(words.settings.title_weight)  # type: ignore[attr-defined]
+                own = library_words_feature(pool, index, found, None)[0]  # type: ignore[arg-type]
+                rows.append(np.c_[model, centre, own])
             else:
                 lexical = Scores(pool, subscriber, words.settings, signals).lexical_logit  # type: ignore[arg-type]
                 rows.append(np.c_[query, model, np.maximum(lexical, LEXICAL_FLOOR)])
@@ -71,9 +77,15 @@ def main() -> None:
     pools = {c: bench.make_pools(sample, c, args.pools, rng) for c in categories}
     libraries = {c: bench.make_library(sample, c, pools[c], rng) for c in categories}
     profiles = {(c, s): bench.profiles_for(c, "T", s, libraries[c]) for c in categories for s in bench.STYLES}
+    sized = {size: {(c, "library"): bench.profiles_for(c, "T", "library", bench.make_library(sample, c, pools[c], rng,
+                                                                                          size))
+                    for c in categories} for size in LIBRARY_SIZES if size != bench.LIBRARY_SIZE}
     fitted, relevance, truth = {}, [], []
     for style in bench.STYLES:
         x, y = features(sample, pools, profiles, style)
+        if style == "library":  # and on libraries of the other sizes
+            more = [features(sample, pools, chosen, style) for chosen in sized.values()]
+            x, y = np.vstack([x, *(m for m, _ in more)]), np.concatenate([y, *(labels for _, labels in more)])
         model = LogisticRegression(C=10.0, max_iter=1000).fit(x, y)
         fitted[style] = (float(model.intercept_[0]), *(float(c) for c in model.coef_.ravel()))
         p = model.predict_proba(x)[:, 1]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from digest.models import Interest
@@ -113,3 +114,45 @@ def test_feedback_needs_a_known_subscriber_and_paper(app, ref):
     with pytest.raises(UsageError):
         app.feedback("nobody@example.org" if ref == "#1" else "ada@example.org", ref, more=True)
     assert app.store.feedback_by_subscriber() == {}
+
+
+def test_a_librarys_own_words_count_in_its_own_unit(app, monkeypatch):
+    """A library's relevance (text model on) carries its papers' words: the difference they make to each paper's
+    log-odds is the library coefficient times the words' calibration of its score on the library papers' centroid
+    (the one `select.text_model = false` ranks the seed papers by: the same order), read in the library's own unit
+    (`corpus.PaperTerms.centroid_and_score`); the library's own papers, each on a centroid that holds it, score above
+    that unit; papers sharing the library's words move up. The library's term counts are kept in the store with its
+    profile: a second process reads them instead of counting them again."""
+    from digest.select import Scores, Signals, dense, scores
+    from digest.select.corpus import Fields, PaperTerms
+
+    papers = {p.title: p for p in app.store.all_papers()}
+    library = tuple(t for t in papers if t.startswith(("SnapKV", "H$_2$O", "Locret", "CSKV")))[:3]
+    assert len(library) >= 2
+    reader = replace(app.roster().find("ada@example.org"), interests=(Interest("KV", seed_papers=library),))
+    signals = Signals(seeds={t: papers[t] for t in library})
+    pool = app.pool(DAY)
+    hybrid = Scores(pool, reader, app.settings, signals)
+    words = Scores(app.pool(DAY), reader, replace(app.settings, text_model=0.0), signals).lexical_logit
+    coefficient = scores.LIBRARY_FUSION[3]
+    monkeypatch.setattr(scores, "LIBRARY_FUSION", (*scores.LIBRARY_FUSION[:3], 0.0))
+    without = Scores(app.pool(DAY), reader, app.settings, signals)
+    shown = (hybrid.logits[0] > scores.NO_MATCH) & (without.logits[0] > scores.NO_MATCH)
+    own = (hybrid.logits[0] - without.logits[0]) / coefficient  # max(its words' log-odds, LEXICAL_FLOOR)
+    assert shown.sum() > 50 and own.max() > own.min() + 1.0  # the words tell papers apart
+    above = shown & (own > scores.LEXICAL_FLOOR + 1e-9) & (words > scores.LEXICAL_FLOOR)
+    assert above.sum() > 20 and np.all(np.diff(own[above][np.argsort(words[above], kind="stable")]) > -1e-9)
+    mine = [n for n, p in enumerate(pool.papers) if p.title in library]
+    assert len(mine) == len(library) and np.all(own[mine] > scores.CALIBRATION_A)
+    kv = np.array([topic(p, "kv cache") for p in pool.papers])
+    lift = hybrid.relevance - without.relevance
+    assert lift[kv].mean() > lift[~kv].mean()
+
+    key = dense.words_key(hybrid.vectors[0].library_words.key)
+    kept = PaperTerms.from_bytes(app.store.get_cache(key))
+    again = PaperTerms.of(Fields.of([papers[t] for t in library]))  # (the profile's order: newest first)
+    assert sorted(np.add.reduceat(kept.abstract, kept.indptr[:-1]).tolist()) == sorted(
+        np.add.reduceat(again.abstract, again.indptr[:-1]).tolist())
+    monkeypatch.setattr(Fields, "of_texts", lambda *_: pytest.fail("counted again"))
+    fresh = dense.DenseEmbedder(app.store).interests(reader.interests, lambda _: [papers[t] for t in library])
+    assert fresh[0].library_words is not None and np.array_equal(fresh[0].library_words.terms.cols, kept.cols)

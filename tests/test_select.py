@@ -289,3 +289,44 @@ def test_the_fast_stemmer_gives_the_pure_python_snowball_stems():
     assert len(words) > 3000
     pure = EnglishStemmer()
     assert [text._STEMMER.stemWord(w) for w in words] == [pure.stemWord(w) for w in words]
+
+
+def test_a_few_papers_centroid_on_their_own_terms_is_the_bm25f_rows_mean():
+    """`PaperTerms.centroid` (a library's words, seed papers, liked papers) is the unit-length mean of the papers'
+    unit-length `bm25_weights` rows, worked out on the papers' own columns; the counts read back from their bytes
+    are the same, and bytes cut short, padded or forged are refused."""
+    import math
+
+    import scipy.sparse as sp
+
+    from digest.select.corpus import ONE_PAPER_SHARE, Fields, PaperTerms, bm25_weights, unit_length
+
+    papers = background_papers()
+    stats = CorpusStats.of(papers)
+    for size, start in ((1, 0), (3, 5), (10, 20), (40, 40)):
+        fields = Fields.of(papers[start:start + size])
+        rows = unit_length(bm25_weights(fields, stats, 2.5))
+        mean = sp.csr_matrix(rows.mean(axis=0))
+        expected = mean.data / math.sqrt(float(mean.multiply(mean).sum()))
+        terms = PaperTerms.of(fields)
+        cols, weights = terms.centroid(stats, 2.5)
+        assert np.array_equal(cols, mean.indices) and np.allclose(weights, expected, rtol=0, atol=1e-12)
+        bm25 = bm25_weights(fields, stats, 2.5).toarray()  # each paper on the others' centroid (itself if alone)
+        units = unit_length(sp.csr_matrix(bm25)).toarray()
+        others = [units.mean(axis=0) if size == 1 else np.delete(units, n, axis=0).mean(axis=0) for n in range(size)]
+        own = np.mean([max(float(bm25[n] @ (o / np.linalg.norm(o))), 0.0) for n, o in enumerate(others)])
+        own *= ONE_PAPER_SHARE if size == 1 else 1.0
+        assert np.isclose(terms.centroid_and_score(stats, 2.5)[2], own, rtol=1e-9)
+        again = PaperTerms.from_bytes(terms.to_bytes())
+        assert all(np.array_equal(getattr(again, n), getattr(terms, n)) for n in ("cols", "indptr", "local", "title",
+                                                                                   "abstract"))
+    data = PaperTerms.of(Fields.of(papers[:3])).to_bytes()
+    forged = bytearray(data)
+    at = len(PaperTerms.MAGIC) + 24 + 4 * int.from_bytes(data[8:16], "little") + 8 * int.from_bytes(data[16:24],
+                                                                                                   "little")
+    forged[at:at + 4] = (10**9).to_bytes(4, "little")  # the first entry's term numbered past the papers' terms
+    for broken in (b"", data[:-1], data + b"\0", b"x" + data[1:], bytes(forged)):
+        with pytest.raises(ValueError):
+            PaperTerms.from_bytes(broken)
+    empty = PaperTerms.of(Fields.of([Paper(title="", abstract="")]))
+    assert len(empty.centroid(stats, 2.5)[0]) == 0

@@ -196,8 +196,8 @@ def test_a_profile_does_not_depend_on_the_store_or_the_day():
 
 
 def test_many_libraries_profiles_are_read_from_the_store_in_one_query(tmp_path, monkeypatch):
-    """A batch of readers with libraries of their own: their stored profiles come back in one read of the store's
-    cache, not one a library, and are the profiles that were made."""
+    """A batch of readers with libraries of their own: their stored profiles and words come back in one read of the
+    store's cache, not one a library, and are the profiles that were made."""
     from digest.models import Interest, Paper
     from digest.select import dense
     from digest.store import Store
@@ -215,5 +215,5 @@ def test_many_libraries_profiles_are_read_from_the_store_in_one_query(tmp_path, 
     real = store.get_caches
     monkeypatch.setattr(store, "get_caches", lambda keys: reads.append(len(keys)) or real(keys))
     again = dense.DenseEmbedder(store).interests(interests, seeds)
-    assert [n for n in reads if n] == [len(interests)]
+    assert [n for n in reads if n] == [2 * len(interests)]  # each library's profile and its words
     assert all(np.array_equal(a.library.weights, b.library.weights) for a, b in zip(made, again, strict=True))

@@ -339,7 +339,7 @@ def _interest_logits(run: _Run, lo: int, hi: int,
     raw = plan.raw(run.index, lo, hi)
     vectors = plan.vectors(run.pool, lo, hi) if run.dense else None
     words = calibrate(raw, plan.refs[lo:hi][:, None]) if vectors is not None else None
-    logit = interest_logits(run.pool, plan.interests[lo:hi], raw, plan.refs[lo:hi], vectors, words=words)
+    logit = interest_logits(run.pool, run.index, plan.interests[lo:hi], raw, plan.refs[lo:hi], vectors, words=words)
     return raw, logit, None, vectors or [], words
 
 
@@ -517,7 +517,7 @@ def _scored(run: _Run, lo: int, rows: np.ndarray, first: np.ndarray, counts: np.
         model = slice(model_ends[n] - size, model_ends[n]) if n in shares else None
         out[r] = Scored(papers[at], compiled[a:b], refs[a:b],
                         raw[block].reshape(count, size), logit[block].reshape(count, size), run.settings,
-                        dense=dense_parts(run.pool, run.plan.interests[lo + a:lo + b], chunk.vectors[a:b],
+                        dense=dense_parts(run.pool, run.index, run.plan.interests[lo + a:lo + b], chunk.vectors[a:b],
                                           calibrate(raw[block].reshape(count, size), np.array(refs[a:b])[:, None]),
                                           papers[at]) if chunk.vectors else None,
                         vectors=chunk.vectors[a:b] if chunk.vectors else (),

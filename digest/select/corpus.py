@@ -32,6 +32,10 @@ BM25_K1 = 1.2  # term-frequency saturation: the 2nd mention adds less than the 1
 BM25_B = 0.75  # how much a long abstract's counts are discounted
 BACKGROUND_DOCS = 7_471  # documents the shipped background statistics count at most (a fresh store)
 BACKGROUND_HALF = 5_000  # store size at which the background weighs half as much as on a fresh install
+# A single paper has no others to be scored on: its papers' unit is this share of its score on its own row, what
+# the papers of a ten-paper library of an arXiv category score on the others' centroid against their own rows
+# (the 30 libraries of bench/ranking.py's two profile sets: 0.025-0.068, median 0.030).
+ONE_PAPER_SHARE = 0.03
 
 
 @dataclass(frozen=True)
@@ -202,6 +206,100 @@ def bm25_weights(fields: Fields, stats: CorpusStats, title_weight: float) -> sp.
     tf = sp.csr_matrix(tf)
     tf.data = tf.data * (BM25_K1 + 1) / (tf.data + BM25_K1) * stats.idf()[tf.indices]
     return tf
+
+
+@dataclass(frozen=True, eq=False)
+class PaperTerms:
+    """A few papers' term counts, title and abstract side by side, on the papers' own columns: what the unit-length
+    centroid of their BM25F rows (`centroid`) needs, which then costs their terms rather than the 2**20 hashed
+    columns (a library of ten papers: 8 ms through `bm25_weights`, a few hundred microseconds here).
+
+    Each entry is one (paper, term): `local` numbers the term among `cols` (ascending hashed columns), `title` and
+    `abstract` count it in each field; `indptr` splits the entries by paper, as a CSR matrix's does."""
+
+    cols: np.ndarray  # int32
+    indptr: np.ndarray  # int64, papers + 1
+    local: np.ndarray  # int32
+    title: np.ndarray  # float32 (counts: whole numbers, exact)
+    abstract: np.ndarray  # float32
+
+    MAGIC = b"PTERMS1\n"
+
+    @classmethod
+    def of(cls, fields: Fields) -> PaperTerms:
+        parts = [sp.coo_matrix(m) for m in (fields.title, fields.abstract)]
+        rows = np.concatenate([m.row for m in parts]).astype(np.int64)
+        hashed = np.concatenate([m.col for m in parts]).astype(np.int64)
+        cols, local = np.unique(hashed, return_inverse=True)
+        entry, at = np.unique(rows * max(len(cols), 1) + local, return_inverse=True)  # (paper, term), sorted
+        counts = [np.bincount(at[sl], weights=m.data, minlength=len(entry)) for sl, m in zip(
+            (slice(0, parts[0].nnz), slice(parts[0].nnz, None)), parts, strict=True)]
+        papers = entry // max(len(cols), 1)
+        indptr = np.searchsorted(papers, np.arange(len(fields) + 1)).astype(np.int64)
+        return cls(cols.astype(np.int32), indptr, (entry % max(len(cols), 1)).astype(np.int32),
+                   counts[0].astype(np.float32), counts[1].astype(np.float32))
+
+    def __len__(self) -> int:
+        return len(self.indptr) - 1
+
+    def centroid(self, stats: CorpusStats, title_weight: float) -> tuple[np.ndarray, np.ndarray]:
+        """The unit-length centroid of the papers' BM25F rows (`bm25_weights`, each row to unit length, their mean)
+        as (hashed columns, weights)."""
+        return self.centroid_and_score(stats, title_weight)[:2]
+
+    def centroid_and_score(self, stats: CorpusStats, title_weight: float) -> tuple[np.ndarray, np.ndarray, float]:
+        """`centroid`, and what the papers themselves score on average, each on the centroid of the others (its
+        BM25F row, as a pool's index holds it, times that centroid at unit length): the score that means "as close
+        to these papers as they are to one another". Leaving each paper out keeps a small library's papers from
+        scoring high on a centroid that is a quarter themselves; one paper: ONE_PAPER_SHARE of its own row's."""
+        n = len(self)
+        if not n or not len(self.local):
+            return np.zeros(0, dtype=np.int64), np.zeros(0), 0.0
+        paper = np.repeat(np.arange(n), np.diff(self.indptr))
+        title, abstract = self.title.astype(np.float64), self.abstract.astype(np.float64)
+        title_norm = 1 - BM25_B + BM25_B * np.bincount(paper, title, minlength=n) / stats.avg_title
+        abstract_norm = 1 - BM25_B + BM25_B * np.bincount(paper, abstract, minlength=n) / stats.avg_abstract
+        tf = title * (title_weight / title_norm)[paper] + abstract * (1 / abstract_norm)[paper]
+        weights = tf * (BM25_K1 + 1) / (tf + BM25_K1) * stats.idf()[self.cols][self.local]
+        norms = np.sqrt(np.bincount(paper, weights * weights, minlength=n))
+        norms[norms == 0] = 1.0
+        mean = np.bincount(self.local, weights / norms[paper], minlength=len(self.cols)) / n
+        kept = np.flatnonzero(mean)
+        norm = float(np.sqrt(mean[kept] @ mean[kept])) or 1.0
+        on_mean = np.bincount(paper, weights * mean[self.local], minlength=n)  # row_i · mean
+        if n == 1:
+            own = ONE_PAPER_SHARE * float(on_mean[0]) / norm
+        else:  # row_i · (n·mean − u_i), u_i = row_i / |row_i|, over the length of n·mean − u_i
+            length = np.sqrt(np.maximum(n * n * norm * norm - 2 * n * on_mean / norms + 1, 1e-12))
+            own = float(np.maximum((n * on_mean - norms) / length, 0.0).mean())
+        return self.cols[kept].astype(np.int64), mean[kept] / norm, own
+
+    def to_bytes(self) -> bytes:
+        head = np.array([len(self.cols), len(self.indptr), len(self.local)], dtype="<i8")
+        return self.MAGIC + b"".join(a.astype(t).tobytes() for a, t in (
+            (head, "<i8"), (self.cols, "<i4"), (self.indptr, "<i8"), (self.local, "<i4"), (self.title, "<f4"),
+            (self.abstract, "<f4")))
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> PaperTerms:
+        """Read back `to_bytes`; ValueError for anything else."""
+        start = len(cls.MAGIC)
+        if data[:start] != cls.MAGIC or len(data) < start + 24:
+            raise ValueError("not a papers' term counts")
+        ncols, nptr, nent = (int(v) for v in np.frombuffer(data, dtype="<i8", count=3, offset=start))
+        if min(ncols, nptr - 1, nent) < 0 or len(data) != start + 24 + 4 * ncols + 8 * nptr + 12 * nent:
+            raise ValueError("papers' term counts of the wrong length")
+        out, at = [], start + 24
+        for count, kind in ((ncols, "<i4"), (nptr, "<i8"), (nent, "<i4"), (nent, "<f4"), (nent, "<f4")):
+            out.append(np.frombuffer(data, dtype=kind, count=count, offset=at))
+            at += count * np.dtype(kind).itemsize
+        cols, indptr, local, title, abstract = out
+        if (nent and (local.min() < 0 or local.max() >= ncols)) or (ncols and (cols.min() < 0 or cols.max(
+                ) >= N_FEATURES)) or indptr[0] != 0 or indptr[-1] != nent or np.any(
+                np.diff(indptr) < 0):
+            raise ValueError("papers' term counts out of range")
+        return cls(cols.astype(np.int32), indptr.astype(np.int64), local.astype(np.int32),
+                   title.astype(np.float32), abstract.astype(np.float32))
 
 
 def _row_sums(matrix: sp.csr_matrix) -> np.ndarray:

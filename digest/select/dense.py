@@ -10,7 +10,9 @@ MEMO_PROFILES profiles it used.
 A library (an interest's `library` or `seed_papers`) is read entry by entry: an entry the store
 knows (by arXiv id, DOI or title) counts as the stored paper, its embedding read from the store;
 any other with a title or abstract is embedded from them; one with neither (an arXiv id or DOI the
-store has not seen yet) is left out and logged, never guessed.
+store has not seen yet) is left out and logged, never guessed. Beside its profile a library keeps its
+papers' term counts (`LibraryWords`, in the store's cache under the profile's key), so a send weighs the
+library's own words against the day's papers without analysing the library's text again.
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..models import Interest, LibraryEntry, Paper
+from .corpus import Fields, PaperTerms
 from .neural import DIM, MODEL_NAME, TextModel, load
-from .vectors import DenseProfile, library_key, library_profile, text_key, text_profile
+from .text import ANALYZER_VERSION, N_FEATURES
+from .vectors import MAX_NEIGHBOURS, DenseProfile, library_key, library_profile, text_key, text_profile
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -40,6 +44,8 @@ MEMO_PROFILES = 2_000
 # papers' embeddings kept in memory between calls (the rest are read from the store again): a pool keeps its own
 # array of them, and a week's window held 11 MB here besides (a scheduler daemon, every day's papers)
 MEMO_PAPERS = 2_000
+# libraries' term counts kept in memory, in (paper, term) entries: about 300 a paper, 12 bytes each
+MEMO_LIBRARY_TERMS = 1_000_000
 PROGRESS_AT = 200  # papers from which an ingest on a terminal shows a progress bar
 
 
@@ -61,6 +67,14 @@ def stored_text_key(text: str) -> str:
     return "text:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:40]
 
 
+@dataclass(frozen=True, eq=False)
+class LibraryWords:
+    """A library's words: the term counts of the papers its profile was made from (`key`: the profile's key)."""
+
+    key: str
+    terms: PaperTerms
+
+
 @dataclass(frozen=True)
 class InterestVectors:
     """An interest's profiles: of its words, and of its library (None for what it does not have)."""
@@ -68,6 +82,12 @@ class InterestVectors:
     text: DenseProfile | None
     library: DenseProfile | None
     library_titles: tuple[str, ...] = ()  # the library papers the profile was made from, in its order
+    library_words: LibraryWords | None = None  # with a library: its papers' words
+
+
+def words_key(key: str) -> str:
+    """The store cache key of a library's term counts (`key`: its profile's, which ends with the library's digest)."""
+    return f"library-words/{ANALYZER_VERSION}/{N_FEATURES}/{key.rsplit('/', 1)[-1]}"
 
 
 class DenseEmbedder:
@@ -81,6 +101,8 @@ class DenseEmbedder:
         self._texts: dict[str, np.ndarray] = {}
         self._papers: dict[str, np.ndarray] = {}
         self._profiles: dict[str, DenseProfile] = {}
+        self._words: dict[str, LibraryWords] = {}
+        self._words_held = 0  # their entries
 
     @property
     def model(self) -> TextModel:
@@ -162,16 +184,18 @@ class DenseEmbedder:
             found.update(made)
         self._remember(found)  # (after this call's profiles are all in hand: remembering evicts the oldest)
         libraries = {n: self._library_papers(i, seeds) for n, i in enumerate(interests) if i.has_library}
-        stored = self._read([key for key, _ in filter(None, libraries.values()) if key not in self._profiles])
+        wanted = [k for key, _ in filter(None, libraries.values()) for k, known in (
+            (key, key in self._profiles), (words_key(key), key in self._words)) if not known]
+        saved = self.store.get_caches(list(dict.fromkeys(wanted))) if self.store is not None and wanted else {}
         out = []
         for n, words in enumerate(texts):
-            library, titles = self._library(*libraries[n], stored) if libraries.get(n) else (None, ())
-            out.append(InterestVectors(found[keys[words]] if words is not None else None, library, titles))
+            library, titles, counts = self._library(*libraries[n], saved) if libraries.get(n) else (None, (), None)
+            out.append(InterestVectors(found[keys[words]] if words is not None else None, library, titles, counts))
         return out
 
     def _library_papers(self, interest: Interest, seeds: Callable[[Interest], Sequence[Paper]] | None,
                         ) -> tuple[str, list[tuple[str, str, Paper | None]]] | None:
-        """The key of the interest's library profile, and its papers (`library_papers`); None for no papers."""
+        """The key of the interest's library profile and its papers (`library_papers`); None for no papers."""
         papers = self.library_papers(interest, seeds)
         if not papers:
             return None
@@ -179,11 +203,11 @@ class DenseEmbedder:
             "utf-8", "surrogatepass")).hexdigest()[:40]
         return library_key(digest), papers
 
-    def _library(self, key: str, papers: list[tuple[str, str, Paper | None]], stored: Mapping[str, DenseProfile],
-                 ) -> tuple[DenseProfile, tuple[str, ...]]:
-        """A library's profile: from memory, `stored` (the store's profiles of this call's libraries, read in one
-        query rather than one a library), or made now and kept."""
-        profile = self._profiles.get(key) or stored.get(key)
+    def _library(self, key: str, papers: list[tuple[str, str, Paper | None]], saved: Mapping[str, bytes],
+                 ) -> tuple[DenseProfile, tuple[str, ...], LibraryWords]:
+        """A library's profile and words: from memory, `saved` (what the store's cache held of this call's
+        libraries, read in one go), or made now and kept."""
+        profile = self._profiles.get(key) or (self._parse({key: saved[key]}).get(key) if key in saved else None)
         if profile is None:
             stored = [p for _, _, p in papers if p is not None]
             vectors = np.zeros((len(papers), DIM), dtype=np.float32)
@@ -197,7 +221,31 @@ class DenseEmbedder:
             profile = library_profile(vectors)
             self._save({key: profile})
         self._remember({key: profile})
-        return profile, tuple(text.split(". ", 1)[0] for _, text, _ in papers)
+        titles = tuple(text.split(". ", 1)[0] for _, text, _ in papers)
+        return profile, titles, self._library_words(key, papers, saved.get(words_key(key)))
+
+    def _library_words(self, key: str, papers: Sequence[tuple[str, str, Paper | None]], stored: bytes | None,
+                       ) -> LibraryWords:
+        """The term counts of the library papers its profile reads (the most recent MAX_NEIGHBOURS): from memory,
+        the store's cache (`stored`, read with the profile), or counted now and kept."""
+        found = self._words.pop(key, None)
+        if found is not None:
+            self._words_held -= len(found.terms.local)
+        else:
+            try:
+                found = LibraryWords(key, PaperTerms.from_bytes(stored)) if stored is not None else None
+            except ValueError as exc:
+                log.warning("a library's stored words could not be read (%s); counting them again", exc)
+        if found is None:
+            pairs = [(p.title, p.abstract) if p is not None else _title_abstract(text) for _, text, p in papers]
+            found = LibraryWords(key, PaperTerms.of(Fields.of_texts(pairs[:MAX_NEIGHBOURS])))
+            if self.store is not None:
+                self.store.put_cache(words_key(key), found.terms.to_bytes())
+        self._words[key] = found  # most recently used last
+        self._words_held += len(found.terms.local)
+        while self._words_held > MEMO_LIBRARY_TERMS and len(self._words) > 1:
+            self._words_held -= len(self._words.pop(next(iter(self._words))).terms.local)
+        return found
 
     def library_papers(self, interest: Interest, seeds: Callable[[Interest], Sequence[Paper]] | None = None,
                        ) -> list[tuple[str, str, Paper | None]]:
@@ -238,10 +286,15 @@ class DenseEmbedder:
 
     def _read(self, keys: Sequence[str]) -> dict[str, DenseProfile]:
         """The stored profiles of these keys (those the store has and that can be read)."""
-        out: dict[str, DenseProfile] = {}
         if self.store is None or not keys:
-            return out
-        for key, saved in self.store.get_caches(list(keys)).items():
+            return {}
+        return self._parse(self.store.get_caches(list(keys)))
+
+    @staticmethod
+    def _parse(stored: Mapping[str, bytes]) -> dict[str, DenseProfile]:
+        """Profiles from their stored bytes (those that can be read)."""
+        out: dict[str, DenseProfile] = {}
+        for key, saved in stored.items():
             try:
                 out[key] = DenseProfile.from_bytes(saved)
             except (ValueError, KeyError, OSError) as exc:  # made again, and kept again
@@ -261,6 +314,12 @@ class DenseEmbedder:
             self._profiles[key] = profile
         while len(self._profiles) > MEMO_PROFILES:
             del self._profiles[next(iter(self._profiles))]
+
+
+def _title_abstract(text: str) -> tuple[str, str]:
+    """An entry's title and abstract back from `entry_text` (a title the store lacks: the title alone)."""
+    title, _, abstract = text.partition(". ")
+    return title, abstract
 
 
 def _bar(total: int, label: str):  # type: ignore[no-untyped-def]

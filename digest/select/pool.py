@@ -20,7 +20,7 @@ import scipy.sparse as sp
 
 from ..models import Paper
 from .authors import author_keys, followed_keys
-from .corpus import CorpusStats, Fields, background, bm25_weights, unit_length
+from .corpus import CorpusStats, Fields, PaperTerms, background, bm25_weights
 from .text import N_FEATURES, bigrams, columns, tokens
 from .vectors import centred, codes
 
@@ -163,6 +163,10 @@ class Index:
             self._n_units += len(todo)
         return np.fromiter((self._unit_row[u.key] for u in units), dtype=np.int64, count=len(units))
 
+    def scored(self, key: str) -> bool:
+        """Whether the unit of this key has its row in `unit_scores`."""
+        return key in self._unit_row
+
     @property
     def unit_scores(self) -> np.ndarray:
         """Every scored unit's scores on every paper (units × papers; rows as `unit_rows` numbers them)."""
@@ -214,16 +218,9 @@ class Index:
         return np.asarray((mapped @ mine.T).toarray())
 
     def vector(self, papers: Sequence[Paper]) -> tuple[np.ndarray, np.ndarray]:
-        """Unit-length centroid of the papers' BM25F rows as (hashed columns, weights): Rocchio's input."""
-        rows = unit_length(bm25_weights(Fields.of(papers), self.corpus, self.title_weight))
-        if rows.shape[0] == 1:  # one paper (every liked paper a reason names): its row is its mean, kept sparse
-            centroid = sp.csr_matrix(rows, copy=True)  # (a dense mean of 2**20 columns took milliseconds)
-            centroid.sum_duplicates()
-            centroid.eliminate_zeros()
-        else:
-            centroid = sp.csr_matrix(rows.mean(axis=0))
-        norm = math.sqrt(float(centroid.multiply(centroid).sum())) or 1.0
-        return centroid.indices.astype(np.int64), centroid.data / norm
+        """Unit-length centroid of the papers' BM25F rows as (hashed columns, weights): Rocchio's input, seed
+        papers' and a library's words."""
+        return PaperTerms.of(Fields.of(papers)).centroid(self.corpus, self.title_weight)
 
     def unit_length_rows(self, papers: np.ndarray) -> sp.csr_matrix:
         """These papers' BM25F rows scaled to unit length (cosine similarity between papers is their product)."""

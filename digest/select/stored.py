@@ -38,7 +38,7 @@ from .batch import (
 )
 from .dense import InterestVectors
 from .matches import DRIFT, MARGIN, CacheStore, Matches
-from .pool import Pool
+from .pool import Index, Pool
 from .profile import Signals
 from .rank import candidate_window
 from .scores import (
@@ -50,6 +50,7 @@ from .scores import (
     calibrate,
     directions,
     interest_logits,
+    library_words,
     section_keys,
 )
 
@@ -189,7 +190,7 @@ def _score(run: _Run, lo: int, interests: list[int], columns: np.ndarray,
     raw = np.asarray(local @ plan.unit_scores_on(run.index, used, columns))
     chosen = [plan.interests[n] for n in interests]
     found = [vectors[n - lo] for n in interests] if vectors is not None else None
-    return interest_logits(run.pool, chosen, raw, plan.refs[interests], found, columns)
+    return interest_logits(run.pool, run.index, chosen, raw, plan.refs[interests], found, columns)
 
 
 def _shortlists(run: _Run, stored: list[tuple[np.ndarray, np.ndarray]], first: np.ndarray, counts: np.ndarray,
@@ -280,7 +281,7 @@ def _logits(run: _Run, lo: int, hi: int, raw: np.ndarray, columns: np.ndarray, w
     if vectors is None:
         logits = calibrate(raw, refs, weights)
     else:
-        logits = np.maximum(_fuse(run.pool, calibrate(raw, refs), interests, vectors, columns, widths)
+        logits = np.maximum(_fuse(run.pool, run.index, calibrate(raw, refs), interests, vectors, columns, widths)
                             + np.log(weights),
                             NO_MATCH)
     for n, interest in enumerate(interests):  # `scores.followed`
@@ -290,8 +291,8 @@ def _logits(run: _Run, lo: int, hi: int, raw: np.ndarray, columns: np.ndarray, w
     return logits
 
 
-def _fuse(pool: Pool, lexical: np.ndarray, interests: Sequence[Interest], vectors: Sequence[InterestVectors],
-          columns: np.ndarray, widths: np.ndarray) -> np.ndarray:
+def _fuse(pool: Pool, index: Index, lexical: np.ndarray, interests: Sequence[Interest],
+          vectors: Sequence[InterestVectors], columns: np.ndarray, widths: np.ndarray) -> np.ndarray:
     """`scores.fuse` with each row on its own papers: each profile's dot products with its row's papers' codes
     (profiles taken widest first, a block at a time, each block as wide as its widest row)."""
     out = np.full(lexical.shape, -np.inf)
@@ -310,6 +311,8 @@ def _fuse(pool: Pool, lexical: np.ndarray, interests: Sequence[Interest], vector
         dense *= scales[:, None]
         dense *= code_scales[papers]
         dense += consts[:, None]
+        if library:
+            dense[len(text):] += library_words(pool, index, [vectors[n] for n in library], papers[len(text):])
         if text:
             out[text] = dense[:len(text)] + weights[:, None] * np.maximum(lexical[text], LEXICAL_FLOOR)
         if library:

@@ -191,8 +191,9 @@ class PrivacyStore(Base):
             count("bounces", conn.execute(bounces.update().where(bounces.c.email == key).values(
                 email=hashed, detail="")))
             # The learned model is keyed by the address as written (`select.learn`), so matched in lower case.
-            # The text model's profiles (`dense-profile/...`) stay: derived data keyed by a digest of a text or
-            # a library's content, shared by whoever has the same, and naming no one.
+            # The text model's profiles (`dense-profile/...`) and libraries' term counts (`library-words/...`)
+            # stay: derived data keyed by a digest of a text or a library's content, shared by whoever has the
+            # same, and naming no one.
             count("cache", conn.execute(cache.delete().where(sa.func.lower(cache.c.key) == f"feedback-model/{key}")))
             # A profile file still naming the address is read again by the next sync, and refused there.
             conn.execute(profile_files.delete().where(profile_files.c.email_key == key))
