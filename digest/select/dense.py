@@ -11,8 +11,8 @@ A library (an interest's `library` or `seed_papers`) is read entry by entry: an 
 knows (by arXiv id, DOI or title) counts as the stored paper, its embedding read from the store;
 any other with a title or abstract is embedded from them; one with neither (an arXiv id or DOI the
 store has not seen yet) is left out and logged, never guessed. Beside its profile a library keeps its
-papers' term counts (`LibraryWords`, in the store's cache under the profile's key), so a send weighs the
-library's own words against the day's papers without analysing the library's text again.
+papers' term counts (`LibraryWords`, in the store's cache under `words_key`, read in the same query as the
+profile), so a send weighs the library's own words against the day's papers without analysing its text again.
 """
 
 from __future__ import annotations

@@ -218,8 +218,8 @@ class Index:
         return np.asarray((mapped @ mine.T).toarray())
 
     def vector(self, papers: Sequence[Paper]) -> tuple[np.ndarray, np.ndarray]:
-        """Unit-length centroid of the papers' BM25F rows as (hashed columns, weights): Rocchio's input, seed
-        papers' and a library's words."""
+        """Unit-length centroid of the papers' BM25F rows as (hashed columns, weights): Rocchio's input, and seed
+        papers' words with the text model off (a library's own words: `scores.library_words_feature`)."""
         return PaperTerms.of(Fields.of(papers)).centroid(self.corpus, self.title_weight)
 
     def unit_length_rows(self, papers: np.ndarray) -> sp.csr_matrix:

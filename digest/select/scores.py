@@ -39,8 +39,9 @@ FUSION = {
     "description": (-1.967, 0.433, 0.625, 0.525),
     "both": (-2.473, 0.548, 0.476, 0.508),
 }
-# A library: A + model × z_model + neighbours × z_neighbours + words × max(L_library, LEXICAL_FLOOR), L_library being
-# the log-odds its papers' words give (`library_words`: what a library ranks by with the text model off).
+# A library: A + model × z_model + neighbours × z_neighbours + words × max(W, LEXICAL_FLOOR), W being the words'
+# calibration of a paper's score on the library papers' BM25F centroid, read in the library's own unit
+# (`library_words_feature`); fitted by bench/calibrate.py on libraries of 3, 5, 10 and 20 papers.
 LIBRARY_FUSION = (-3.232, 0.915, 0.127, 0.679)
 
 
