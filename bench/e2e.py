@@ -414,6 +414,8 @@ def run_days(bench: Bench, args: argparse.Namespace, chosen: list[Variant], note
     """--days N: every variant through N successive days on one store, each size in turn (bench/e2e_days.py)."""
     import e2e_days as days
 
+    days.STORED_MATCHES = STORED_MATCHES  # (the days' runs write their own digest.toml)
+
     results: list[days.Day] = []
     composes: list[float] = []  # every compose measurement, shared by the sizes (each day uses those around it)
     try:

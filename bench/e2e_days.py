@@ -121,11 +121,17 @@ def import_subscribers(digest: list[str], site: DaysSite, url: str, config: Path
         raise RuntimeError(f"digest subscribers import failed (exit {done.returncode}): {done.stderr.strip()}")
 
 
+STORED_MATCHES = False  # e2e.py --stored-matches: every day's send ranks from stored matches (select.stored_matches)
+
+
 def settings(url: str, site: DaysSite, port: int | None = None, dkim: bool = False) -> str:
-    """The operator's digest.toml: the store, and for a send SMTP to the sink (DKIM when asked)."""
+    """The operator's digest.toml: the store, and for a send SMTP to the sink (DKIM when asked, stored matches when
+    `STORED_MATCHES`)."""
     text = f'[store]\nurl = "{url}"\n\n[subscribers]\ndir = "{site.subscribers_dir}"\n'
     if port is not None:
         text += f'\n[delivery]\ntransport = "smtp"\n\n[smtp]\nhost = "127.0.0.1"\nport = {port}\nsecurity = "none"\n'
+    if STORED_MATCHES:
+        text += '\n[select]\nstored_matches = "always"\n'
     return text + ('\n[dkim]\nselector = "bench"\n' if dkim else "")
 
 
