@@ -84,6 +84,29 @@ def test_send_writes_outbox_and_second_send_sends_nothing(app):
     assert {f: f.stat().st_mtime_ns for f in outbox_files(app)} == stamps
 
 
+def test_a_send_leaves_the_garbage_collector_as_it_found_it(app, monkeypatch):
+    """A send freezes what it holds for the whole run out of the collector's full passes and collects young objects
+    less often; a scheduler daemon sends every day in one process, so both must be undone when the send ends (a
+    frozen heap would never be freed), also when it fails."""
+    import gc
+
+    before = gc.get_threshold()
+    report = app.send(DAY)
+    assert report.count("sent") > 0
+    assert gc.get_freeze_count() == 0
+    assert gc.get_threshold() == before
+    from digest.dispatch import Dispatch
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the sender could not be made")
+
+    monkeypatch.setattr(Dispatch, "sender", broken)  # the next send breaks inside the run
+    with pytest.raises(RuntimeError, match="could not be made"):
+        app.send(DAY + timedelta(days=1))
+    assert gc.get_freeze_count() == 0
+    assert gc.get_threshold() == before
+
+
 def test_next_day_repeats_no_paper(app):
     """Papers sent on one day are not sent to the same subscriber the next day."""
     app.send(DAY, only="ada@example.org")
