@@ -216,3 +216,25 @@ def test_candidates_are_the_same_however_the_batch_is_chunked(app, monkeypatch):
     assert found(chunk=1) == whole and found(chunk=7) == whole
     monkeypatch.setattr(batch, "DETAIL_FLOATS", 1)  # the default: chunks of 8
     assert found() == whole
+
+
+def test_the_best_of_each_kind_taken_apart_keeps_what_masking_the_other_kind_kept():
+    """A batch with an age split finds each row's best recent and best old papers on those columns alone; it must keep
+    exactly what `_top_near` over the whole row keeps with the other kind's papers set to -inf (rows with fewer
+    papers of a kind than k, rows with nothing finite, ties, k of 0)."""
+    from digest.select.batch import _top_near
+
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        rows, cols = int(rng.integers(1, 6)), int(rng.integers(1, 40))
+        key = np.round(rng.normal(size=(rows, cols)), 1)  # (rounded: ties)
+        sure = np.where(rng.random((rows, cols)) < 0.6, key, -np.inf)
+        near = np.where(np.isfinite(sure) | (rng.random((rows, cols)) < 0.3), key, -np.inf)
+        old = rng.random(cols) < rng.random()
+        for k in (0, 1, 3, 10, 50):
+            k = min(k, cols)
+            for kind, wanted in ((~old, k), (old, min(2, cols))):
+                masked = _top_near(np.where(kind, sure, -np.inf), np.where(kind, near, -np.inf), wanted)
+                apart = np.zeros((rows, cols), dtype=bool)
+                apart[:, kind] = _top_near(sure[:, kind], near[:, kind], wanted)
+                assert np.array_equal(masked, apart), (k, kind)

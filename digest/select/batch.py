@@ -430,9 +430,9 @@ def _candidate_chunk(run: _Run, start: int, end: int, k: int, signals: Mapping[s
         kept = _top_near(sure, near, k)
     else:  # the best of each kind: old papers cannot crowd recent ones out of a digest's candidates
         old_k = min(candidate_window(int(run.settings.trending_again)), len(run.pool))
-        recent = _top_near(np.where(run.old[None, :], -np.inf, sure), np.where(run.old[None, :], -np.inf, near), k)
-        kept = recent | _top_near(np.where(run.old[None, :], sure, -np.inf), np.where(run.old[None, :], near, -np.inf),
-                                  old_k)
+        kept = np.zeros(sure.shape, dtype=bool)
+        for columns, wanted in ((np.flatnonzero(~run.old), k), (np.flatnonzero(run.old), old_k)):
+            kept[:, columns] = _top_near(sure[:, columns], near[:, columns], wanted)
     which = _sections(kept, raw, logit, run.plan.refs[lo:hi], first, counts)
     _scored(run, lo, rows, first, counts, kept, _Kept(raw, logit, parts, vectors, lexical, best, which, learned),
             dict(zip(with_model, share.tolist(), strict=True)), signals, out)
@@ -465,7 +465,10 @@ def _sections(kept: np.ndarray, raw: np.ndarray, logit: np.ndarray, refs: np.nda
 
 
 def _top_near(sure: np.ndarray, near: np.ndarray, k: int) -> np.ndarray:
-    """Per row, the papers `near` keeps at or above (within TIE_MARGIN of) the k-th best of `sure`."""
+    """Per row, the papers `near` keeps at or above (within TIE_MARGIN of) the k-th best of `sure` (all the finite
+    ones with fewer than k columns: as if the row went on with -inf)."""
+    if k > sure.shape[1]:
+        return np.isfinite(near)  # type: ignore[no-any-return]
     kth = -np.partition(-sure, k - 1, axis=1)[:, k - 1] if k else np.full(len(sure), np.inf)
     cutoff = np.where(np.isfinite(kth), kth - TIE_MARGIN, -np.inf)
     return (near >= cutoff[:, None]) & np.isfinite(near)  # type: ignore[no-any-return]
