@@ -238,3 +238,23 @@ def test_the_best_of_each_kind_taken_apart_keeps_what_masking_the_other_kind_kep
                 apart = np.zeros((rows, cols), dtype=bool)
                 apart[:, kind] = _top_near(sure[:, kind], near[:, kind], wanted)
                 assert np.array_equal(masked, apart), (k, kind)
+
+
+def test_each_subscribers_best_interest_value_is_the_largest_of_their_rows_and_the_first_on_ties():
+    """`_best` (the ranking's per-subscriber best log-odds) takes the same values as `_best_interest`, which also says
+    which interest gives them, and as a plain max over each subscriber's rows: ties, -inf, zeros of either sign (equal
+    as values: which sign a tie of zeros keeps is np.maximum's affair, and the digest only adds to, compares and
+    squashes the value), one to five interests a subscriber in any order."""
+    from digest.select.batch import _best, _best_interest
+
+    rng = np.random.default_rng(11)
+    for _ in range(100):
+        counts = rng.integers(1, 6, size=int(rng.integers(1, 30)))
+        first = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        values = np.round(rng.normal(size=(int(counts.sum()), int(rng.integers(1, 50)))), 1)
+        values[rng.random(values.shape) < 0.2] = -np.inf
+        values[rng.random(values.shape) < 0.1] = -0.0
+        found = _best(values, first, counts)
+        expected = np.array([values[a:a + c].max(axis=0) for a, c in zip(first, counts, strict=True)])
+        assert np.array_equal(found, expected)
+        assert np.array_equal(found, _best_interest(values, first, counts)[0])
