@@ -4,6 +4,7 @@ digest is the one a full re-rank gives, through new papers every day, clicks, an
 from __future__ import annotations
 
 import gzip
+import itertools
 import random
 from dataclasses import replace
 from datetime import timedelta
@@ -242,6 +243,39 @@ def test_stored_matches_give_select_digests_picks(app, seed):
             assert picks(digest) == picks(one), sub.email
         assert sum(d.count for d in batch) > 100
     assert stored_keys(app.store) > 20
+
+
+def test_matches_kept_in_memory_between_batches_stay_within_their_budget(app, monkeypatch):
+    """A run's batches keep the matches they read for later batches' readers who share an interest, but at most
+    MEMO_MATCHES papers of them: a long run brings new interests batch after batch, and without a budget it kept them
+    all. Past the budget the older ones are let go (read from the store when asked again); the digests stay
+    `select_digest`'s."""
+    rng = random.Random(3)
+    subs, signals = subscribers(60, app.pool(DAY).papers, rng)
+    signals = {e: Signals(received=s.received, seeds=s.seeds) for e, s in signals.items()}  # no clicks: all stored
+
+    def held(memo) -> int:
+        return sum(len(v[0]) for k, v in memo.items() if isinstance(k, tuple) and k[:1] == ("matches",))
+
+    kept, default = {}, stored.MEMO_MATCHES
+    for budget in (default, 2000):  # (a batch of these readers keeps 500-1,000 papers' matches)
+        monkeypatch.setattr(stored, "MEMO_MATCHES", budget)
+        pool = app.pool(DAY)
+        memo = pool.index(app.settings.title_weight).memo
+        seen = []
+        for lo in range(0, len(subs), 10):  # batches of 10 readers, as a send ranks them
+            batch = select_many(pool, subs[lo:lo + 10], day=DAY, settings=app.settings, signals=signals,
+                                store=app.store)
+            for sub, digest in zip(subs[lo:lo + 10], batch, strict=True):
+                one = select_digest(pool, sub, day=DAY, settings=app.settings, signals=signals[sub.email])
+                assert picks(digest) == picks(one), sub.email
+            assert held(memo) <= budget
+            assert held(memo) == memo.get(("matches-held",), 0)
+            seen.append(held(memo))
+        kept[budget] = seen
+    everything = kept[default]
+    assert everything == sorted(everything) and everything[-1] > 2000  # the default budget kept every batch's
+    assert any(b < a for a, b in itertools.pairwise(kept[2000]))  # the small one let go of some
 
 
 def test_a_profile_file_edited_mid_window_gets_the_full_re_ranks_digest(make_config, subscribers_dir, tmp_path):

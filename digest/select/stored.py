@@ -55,6 +55,11 @@ from .scores import (
 )
 
 PROFILE_BLOCK = 256  # profiles whose papers' codes are gathered at once (256 × 50 papers × 384 floats: 20 MB)
+# Stored matches kept in memory between batches (papers × 2 values, 16 bytes a paper: 16 MB), for the next batch's
+# readers who share an interest; beyond it the memory's matches are let go and read from the store when asked again.
+# Without a budget a run kept every distinct interest's (a week's window of 10,000 readers with interests of their
+# own: 50 MiB more peak memory than the full re-rank).
+MEMO_MATCHES = 1_000_000
 
 
 def usable(pool: Pool, settings: SelectSettings) -> bool:
@@ -146,6 +151,7 @@ def _stored(run: _Run, lo: int, hi: int, vectors: list[InterestVectors] | None, 
     for n, key in enumerate(keys, lo):
         first_of.setdefault(key, n)
     todo = [key for key in first_of if ("matches", key) not in memo]
+    fresh: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     if todo:
         found = matches.read(store, todo)
         by_columns: dict[bytes, list[str]] = {}  # the papers to score → the keys that need them
@@ -174,9 +180,25 @@ def _stored(run: _Run, lo: int, hi: int, vectors: list[InterestVectors] | None, 
                                                         else np.zeros(0), threshold, runs)
                 at = np.searchsorted(ids, old.ids)  # (pool ids ascending: the store hands the window out by id)
                 inside = (at < len(ids)) & (ids[np.minimum(at, len(ids) - 1)] == old.ids)
-                memo[("matches", key)] = (at[inside], old.logits[inside].astype(np.float64))
+                fresh[key] = (at[inside], old.logits[inside].astype(np.float64))
         matches.write(store, written)
-    return [memo[("matches", key)] for key in keys]
+    out = [fresh[key] if key in fresh else memo[("matches", key)] for key in keys]
+    _keep(memo, fresh)  # (after: keeping may let go of what this batch read from memory)
+    return out
+
+
+def _keep(memo: dict, found: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
+    """Keep these interests' matches in the index's memo for later batches, at most MEMO_MATCHES papers in all: past
+    it, the matches kept before are let go first (a long run's batches bring new interests, rarely old ones back)."""
+    size = sum(len(at) for at, _ in found.values())
+    held = memo.get(("matches-held",), 0)
+    if held + size > MEMO_MATCHES:
+        for key in [k for k in memo if isinstance(k, tuple) and k[:1] == ("matches",)]:
+            del memo[key]
+        held = 0
+    if held + size <= MEMO_MATCHES:
+        memo.update((("matches", key), value) for key, value in found.items())
+        memo[("matches-held",)] = held + size
 
 
 def _score(run: _Run, lo: int, interests: list[int], columns: np.ndarray,
