@@ -166,6 +166,30 @@ def test_directions_made_together_are_each_profiles_own():
     assert all(np.array_equal(a, b) for a, b in zip(again, (rows, scales, consts), strict=True))
 
 
+def test_explanations_z_scores_are_made_from_codes_kept_with_the_profile(monkeypatch):
+    """A send explains an interest's papers in every digest that has it: the profile's own codes are made once and
+    kept (as int8), and its z-scores are those of the codes made afresh, to the last bit, for text and library
+    profiles alike."""
+    model = load()
+    profiles = [vectors.text_profile(model.embed(["KV cache compression"])[0]),
+                vectors.library_profile(model.embed(["a paper on kernels", "another on compilers", "a third"]))]
+    rng = np.random.default_rng(9)
+    papers = vectors.codes(rng.normal(size=(40, DIM)))
+    made = []
+    real = vectors.codes
+    monkeypatch.setattr(vectors, "codes", lambda rows: made.append(1) or real(rows))
+    for profile in profiles:
+        made.clear()
+        first = profile.z_scores(papers)
+        again = profile.z_scores(papers)
+        assert len(made) == 1  # kept after the first call
+        fresh = real(np.vstack([profile.query, profile.weights, profile.centre]))
+        found = vectors.exact_dot(papers, fresh)
+        qm, qs = profile.query_stats
+        assert np.array_equal(first[0], (found[:, 0] - qm) / qs)
+        assert all(np.array_equal(a, b) for a, b in zip(first, again, strict=True))
+
+
 def test_calibration_is_its_formula_to_the_last_bit():
     """`calibrate` (worked in place) is a + b log(max(raw, 0) / unit) + log(weight), at least NO_MATCH, bit for bit,
     for columns of units and weights, a scalar unit, and a weight that widens the result."""

@@ -143,6 +143,7 @@ class DenseProfile:
     neighbours: np.ndarray  # the library papers (float16 rows, most recently added first; none for words)
     _fused: dict[tuple[float, float, float], tuple[np.ndarray, float, float]] = field(
         default_factory=dict, compare=False, repr=False)
+    _codes: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list, compare=False, repr=False)
 
     def fused(self, query: float, model: float, centre: float) -> tuple[np.ndarray, float, float]:
         """`direction` as int8 codes: (codes, their scale, the constant), made once per profile and weights."""
@@ -163,7 +164,11 @@ class DenseProfile:
 
     def z_scores(self, unit: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(z_query, z_model, z_centre) of papers given by their codes (float64 rows; for explanations)."""
-        found = exact_dot(unit, codes(np.vstack([self.query, self.weights, self.centre])))
+        if not self._codes:  # made once (int8, 1.2 kB): a send explains an interest's papers in every digest with it
+            rows, scale = codes(np.vstack([self.query, self.weights, self.centre]))
+            self._codes.append((rows.astype(np.int8), scale))
+        rows, scale = self._codes[0]
+        found = exact_dot(unit, (rows.astype(np.float32), scale))
         (qm, qs), (mm, ms), (cm, cs) = self.query_stats, self.model_stats, self.centre_stats
         return (found[:, 0] - qm) / qs, (found[:, 1] + self.bias - mm) / ms, (found[:, 2] - cm) / cs
 
