@@ -59,6 +59,27 @@ def test_select_many_equals_select_digest(app, seed):
     assert sum(d.count for d in batch) > 100
 
 
+def test_select_many_with_an_age_split_equals_select_digest(app):
+    """With old papers taking their own quota ("Trending again": `max_age_days`, `trending_again`), the batch finds
+    each subscriber's best recent and best old candidates apart and still gives each exactly `select_digest`'s
+    digest, old papers among the picks."""
+    from digest.models import is_old
+
+    rng = random.Random(4)
+    pool = app.pool(DAY)
+    settings = replace(app.settings, max_age_days=3.0, trending_again=2.0)
+    old = sum(is_old(p, DAY, settings.max_age_days) for p in pool.papers)
+    assert 0 < old < len(pool.papers)  # both kinds in the pool
+    subs, signals = subscribers(60, pool.papers, rng)
+    batch = select_many(pool, subs, day=DAY, settings=settings, signals=signals)
+    shown_old = 0
+    for sub, digest in zip(subs, batch, strict=True):
+        one = select_digest(pool, sub, day=DAY, settings=settings, signals=signals[sub.email])
+        assert picks(digest) == picks(one), sub.email
+        shown_old += sum(is_old(i.paper, DAY, settings.max_age_days) for s in digest.sections for i in s.items)
+    assert shown_old > 0 and sum(d.count for d in batch) > 100
+
+
 def test_select_many_respects_the_floor_and_blocks(app):
     """A raised floor, received papers and exclusions hold in the batch as in one digest."""
     pool = app.pool(DAY)
