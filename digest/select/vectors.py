@@ -37,7 +37,7 @@ import io
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from importlib import resources
 
 import numpy as np
@@ -143,7 +143,6 @@ class DenseProfile:
     neighbours: np.ndarray  # the library papers (float16 rows, most recently added first; none for words)
     _fused: dict[tuple[float, float, float], tuple[np.ndarray, float, float]] = field(
         default_factory=dict, compare=False, repr=False)
-    _codes: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list, compare=False, repr=False)
 
     def fused(self, query: float, model: float, centre: float) -> tuple[np.ndarray, float, float]:
         """`direction` as int8 codes: (codes, their scale, the constant), made once per profile and weights."""
@@ -164,13 +163,17 @@ class DenseProfile:
 
     def z_scores(self, unit: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(z_query, z_model, z_centre) of papers given by their codes (float64 rows; for explanations)."""
-        if not self._codes:  # made once (int8, 1.2 kB): a send explains an interest's papers in every digest with it
-            rows, scale = codes(np.vstack([self.query, self.weights, self.centre]))
-            self._codes.append((rows.astype(np.int8), scale))
-        rows, scale = self._codes[0]
+        rows, scale = self._codes
         found = exact_dot(unit, (rows.astype(np.float32), scale))
         (qm, qs), (mm, ms), (cm, cs) = self.query_stats, self.model_stats, self.centre_stats
         return (found[:, 0] - qm) / qs, (found[:, 1] + self.bias - mm) / ms, (found[:, 2] - cm) / cs
+
+    @cached_property
+    def _codes(self) -> tuple[np.ndarray, np.ndarray]:
+        """The query's, the model's and the centre's codes (int8, 1.2 kB), made once: a send explains an interest's
+        papers in every digest that has it."""
+        rows, scale = codes(np.vstack([self.query, self.weights, self.centre]))
+        return rows.astype(np.int8), scale
 
     def to_bytes(self) -> bytes:
         """A compact binary form (read back by `from_bytes` with no parsing but `frombuffer`): the statistics in
