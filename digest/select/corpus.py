@@ -245,7 +245,10 @@ class PaperTerms:
     def centroid(self, stats: CorpusStats, title_weight: float) -> tuple[np.ndarray, np.ndarray]:
         """The unit-length centroid of the papers' BM25F rows (`bm25_weights`, each row to unit length, their mean)
         as (hashed columns, weights)."""
-        return self.centroid_and_score(stats, title_weight)[:2]
+        if not len(self) or not len(self.local):
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        _, _, _, mean, kept, norm = self._mean(stats, title_weight)
+        return self.cols[kept].astype(np.int64), mean[kept] / norm
 
     def centroid_and_score(self, stats: CorpusStats, title_weight: float) -> tuple[np.ndarray, np.ndarray, float]:
         """`centroid`, and what the papers themselves score on average, each on the centroid of the others (its
@@ -255,6 +258,20 @@ class PaperTerms:
         n = len(self)
         if not n or not len(self.local):
             return np.zeros(0, dtype=np.int64), np.zeros(0), 0.0
+        paper, weights, norms, mean, kept, norm = self._mean(stats, title_weight)
+        on_mean = np.bincount(paper, weights * mean[self.local], minlength=n)  # row_i · mean
+        if n == 1:
+            own = ONE_PAPER_SHARE * float(on_mean[0]) / norm
+        else:  # row_i · (n·mean − u_i), u_i = row_i / |row_i|, over the length of n·mean − u_i
+            length = np.sqrt(np.maximum(n * n * norm * norm - 2 * n * on_mean / norms + 1, 1e-12))
+            own = float(np.maximum((n * on_mean - norms) / length, 0.0).mean())
+        return self.cols[kept].astype(np.int64), mean[kept] / norm, own
+
+    def _mean(self, stats: CorpusStats, title_weight: float,
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
+        """Each entry's paper and BM25F weight, each paper's row length, the mean of the unit-length rows over
+        `cols`, its nonzero columns and its length (papers and entries: at least one each)."""
+        n = len(self)
         paper = np.repeat(np.arange(n), np.diff(self.indptr))
         title, abstract = self.title.astype(np.float64), self.abstract.astype(np.float64)
         title_norm = 1 - BM25_B + BM25_B * np.bincount(paper, title, minlength=n) / stats.avg_title
@@ -265,14 +282,7 @@ class PaperTerms:
         norms[norms == 0] = 1.0
         mean = np.bincount(self.local, weights / norms[paper], minlength=len(self.cols)) / n
         kept = np.flatnonzero(mean)
-        norm = float(np.sqrt(mean[kept] @ mean[kept])) or 1.0
-        on_mean = np.bincount(paper, weights * mean[self.local], minlength=n)  # row_i · mean
-        if n == 1:
-            own = ONE_PAPER_SHARE * float(on_mean[0]) / norm
-        else:  # row_i · (n·mean − u_i), u_i = row_i / |row_i|, over the length of n·mean − u_i
-            length = np.sqrt(np.maximum(n * n * norm * norm - 2 * n * on_mean / norms + 1, 1e-12))
-            own = float(np.maximum((n * on_mean - norms) / length, 0.0).mean())
-        return self.cols[kept].astype(np.int64), mean[kept] / norm, own
+        return paper, weights, norms, mean, kept, float(np.sqrt(mean[kept] @ mean[kept])) or 1.0
 
     def to_bytes(self) -> bytes:
         head = np.array([len(self.cols), len(self.indptr), len(self.local)], dtype="<i8")
