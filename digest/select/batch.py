@@ -28,6 +28,7 @@ from datetime import date
 import numpy as np
 import scipy.sparse as sp
 
+from ..collector import held
 from ..models import Interest, Paper, Subscriber
 from .dense import InterestVectors
 from .learn import FeedbackModel, logits_of
@@ -223,6 +224,7 @@ def _run(pool: Pool, subscribers: Sequence[Subscriber], day: date, settings: Sel
                 [s.email for s in subscribers], old_papers(pool, day, settings))
 
 
+@held()
 def rank_many(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, settings: SelectSettings,
               k: int = 10, chunk: int = RANK_CHUNK, signals: Mapping[str, Signals] | None = None) -> TopK:
     """The best `k` papers of the pool for every subscriber with interests, by matrix products.
@@ -239,6 +241,7 @@ def rank_many(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, setti
     return out
 
 
+@held()
 def candidates(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, settings: SelectSettings, k: int,
                signals: Mapping[str, Signals], chunk: int | None = None) -> list[Scored | None]:
     """Per subscriber, their scores on their best `k` eligible papers (None without interests).

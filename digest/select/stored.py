@@ -21,6 +21,7 @@ from datetime import date
 import numpy as np
 import scipy.sparse as sp
 
+from ..collector import held
 from ..models import Interest, Subscriber
 from . import matches
 from .batch import (
@@ -89,6 +90,7 @@ def without_model(signals: Signals | None) -> bool:
     return signals is None or (signals.model is None and not signals.liked and not signals.disliked)
 
 
+@held()
 def candidates(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, settings: SelectSettings, k: int,
                signals: Mapping[str, Signals], store: CacheStore, chunk: int = DETAIL_CHUNK) -> list[Scored | None]:
     """`batch.candidates` for subscribers without a learned model, from stored matches (see the module doc)."""

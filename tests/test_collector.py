@@ -1,0 +1,97 @@
+"""The garbage collector during long runs (`digest.collector.held`): frozen and thawed once, however runs nest."""
+
+import gc
+import threading
+
+import pytest
+
+from digest.collector import YOUNG_OBJECTS, held
+
+
+def test_a_run_freezes_what_is_alive_and_the_outermost_one_thaws_it():
+    before = gc.get_threshold()
+    assert gc.get_freeze_count() == 0
+    with held():
+        frozen = gc.get_freeze_count()
+        assert frozen > 0  # (a test process always has objects alive)
+        assert gc.get_threshold() == (YOUNG_OBJECTS, *before[1:])
+        with held():  # a ranking run inside a send
+            assert gc.get_threshold()[0] == YOUNG_OBJECTS
+        assert gc.get_freeze_count() >= frozen  # the inner run's end thaws nothing
+        assert gc.get_threshold()[0] == YOUNG_OBJECTS
+    assert gc.get_freeze_count() == 0
+    assert gc.get_threshold() == before
+
+
+def test_a_failing_run_leaves_the_collector_as_it_found_it():
+    before = gc.get_threshold()
+    with pytest.raises(RuntimeError, match="broke"), held(), held():
+        raise RuntimeError("broke")
+    assert gc.get_freeze_count() == 0
+    assert gc.get_threshold() == before
+
+
+def test_runs_in_threads_thaw_when_the_last_one_ends():
+    """Two sends of a scheduler daemon may overlap in its threads: the first to end must not thaw the other's."""
+    before = gc.get_threshold()
+    started, first_done, second_done = threading.Event(), threading.Event(), threading.Event()
+    seen: list[int] = []
+
+    def second() -> None:
+        with held():
+            started.set()
+            first_done.wait(10)
+            seen.append(gc.get_threshold()[0])  # the first has ended: still this run's setting
+        second_done.set()
+
+    thread = threading.Thread(target=second)
+    with held():
+        thread.start()
+        assert started.wait(10)
+    first_done.set()
+    thread.join(10)
+    assert second_done.is_set() and seen == [YOUNG_OBJECTS]
+    assert gc.get_freeze_count() == 0
+    assert gc.get_threshold() == before
+
+
+def test_ranking_many_readers_holds_the_collector_for_the_run(corpus_and_pool):
+    """`rank_many` and `candidates` run with the collector held (the ranking benchmark calls them directly), and
+    leave it as they found it."""
+    from digest.select import batch
+
+    pool, subscribers, settings, day = corpus_and_pool
+    seen = []
+    real = batch._top_chunk
+
+    def spy(*args, **kwargs):
+        seen.append((gc.get_freeze_count() > 0, gc.get_threshold()[0]))
+        return real(*args, **kwargs)
+
+    before = gc.get_threshold()
+    try:
+        batch._top_chunk = spy
+        batch.rank_many(pool, subscribers, day=day, settings=settings, k=3)
+    finally:
+        batch._top_chunk = real
+    assert seen and all(frozen and young == YOUNG_OBJECTS for frozen, young in seen)
+    batch.candidates(pool, subscribers, day=day, settings=settings, k=3, signals={})
+    assert gc.get_freeze_count() == 0
+    assert gc.get_threshold() == before
+
+
+@pytest.fixture
+def corpus_and_pool():
+    from datetime import date
+
+    from digest.models import Interest, Paper, Subscriber
+    from digest.select import CorpusStats, Pool, SelectSettings
+
+    papers = [Paper(title=f"Paper {n} on {topic}", abstract=f"We study {topic} with method {n}.", store_id=n + 1)
+              for n, topic in enumerate(["graph neural networks", "protein folding", "speech recognition"] * 4)]
+    corpus = CorpusStats()
+    corpus.add_texts((p.store_id, p.title, p.abstract) for p in papers)
+    subscribers = [Subscriber(email=f"r{n}@example.org", interests=(Interest("T", (topic,)),))
+                   for n, topic in enumerate(["protein folding", "speech", "graph"])]
+    return Pool(papers, corpus), subscribers, SelectSettings(text_model=0.0), date(2026, 7, 1)
+
