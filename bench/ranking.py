@@ -48,12 +48,14 @@ from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+import digest  # noqa: E402, F401  (before numpy: the package sets how OpenBLAS's threads wait, as a send has it)
+
+# isort: split
+import numpy as np  # noqa: E402
 import relevance_profiles as written  # noqa: E402
 
 from digest.models import Paper  # noqa: E402

@@ -95,3 +95,18 @@ def corpus_and_pool():
                    for n, topic in enumerate(["protein folding", "speech", "graph"])]
     return Pool(papers, corpus), subscribers, SelectSettings(text_model=0.0), date(2026, 7, 1)
 
+
+def test_the_package_sets_how_blas_threads_wait_before_numpy_loads():
+    """OpenBLAS reads OPENBLAS_THREAD_TIMEOUT once, when numpy loads it: importing the package (the command line's
+    first import) must set it without loading numpy itself, and an operator's own value must win."""
+    import os
+    import subprocess
+    import sys
+
+    probe = "import sys, os, digest; print('numpy' in sys.modules, os.environ['OPENBLAS_THREAD_TIMEOUT'])"
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    ours = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert ours.stdout.split() == ["False", "4"]
+    theirs = subprocess.run([sys.executable, "-c", probe], env={**env, "OPENBLAS_THREAD_TIMEOUT": "12"},
+                            capture_output=True, text=True, check=True)
+    assert theirs.stdout.split() == ["False", "12"]
