@@ -94,6 +94,35 @@ def test_a_profile_is_stored_as_it_is_used():
         vectors.DenseProfile.from_bytes(b"text    " + b"\x00" * 20)
 
 
+
+def test_profiles_read_together_are_each_read_alone():
+    """A send decodes its chunk's stored profiles together: each is what `from_bytes` reads alone, to the last bit,
+    and a broken one among them is an error of its own (the others are read)."""
+    model = load()
+    texts = [vectors.text_profile(v) for v in model.embed(["KV cache compression", "protein folding", "speech"])]
+    library = vectors.library_profile(model.embed(["a paper on kernels", "another on compilers", "a third"]))
+    good = [p.to_bytes() for p in texts]
+    rows_forged = bytearray(good[1])
+    rows_forged[8 + 7 * 8:8 + 8 * 8] = np.array([3.0], dtype="<f8").tobytes()  # says it has rows, has none
+    stored = [good[0], library.to_bytes(), b"text    " + b"\x00" * 20, good[1], bytes(rows_forged), b"\xff" * len(good[2]),
+              good[2]]
+    found = vectors.profiles_from_bytes(stored)
+    assert [type(f).__name__ for f in found] == ["DenseProfile", "DenseProfile", "ValueError", "DenseProfile",
+                                                 "ValueError", "ValueError", "DenseProfile"]
+    for data, again in zip(stored, found, strict=True):
+        if isinstance(again, ValueError):
+            with pytest.raises(ValueError):
+                vectors.DenseProfile.from_bytes(data)
+            continue
+        alone = vectors.DenseProfile.from_bytes(data)
+        for name in ("query", "weights", "centre", "neighbours"):
+            assert getattr(again, name).dtype == getattr(alone, name).dtype, name
+            assert np.array_equal(getattr(again, name), getattr(alone, name)), name
+        assert (again.kind, again.query_stats, again.bias, again.model_stats, again.centre_stats) == \
+            (alone.kind, alone.query_stats, alone.bias, alone.model_stats, alone.centre_stats)
+        assert again.fused(0.6, 0.4, 0.0)[1:] == alone.fused(0.6, 0.4, 0.0)[1:]
+        assert np.array_equal(again.fused(0.6, 0.4, 0.0)[0], alone.fused(0.6, 0.4, 0.0)[0])
+
 def test_more_interests_than_memory_keeps_are_all_answered(tmp_path, monkeypatch):
     """A send asks for more interests than the in-memory profiles may hold: every one is answered (from memory,
     the store or made now), and memory stays within its bound (the oldest forgotten, read from the store again)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import sys
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -30,7 +31,15 @@ from ..models import Interest, LibraryEntry, Paper
 from .corpus import Fields, PaperTerms
 from .neural import DIM, MODEL_NAME, TextModel, load
 from .text import ANALYZER_VERSION, N_FEATURES
-from .vectors import MAX_NEIGHBOURS, DenseProfile, library_key, library_profile, text_key, text_profile
+from .vectors import (
+    MAX_NEIGHBOURS,
+    DenseProfile,
+    library_key,
+    library_profile,
+    profiles_from_bytes,
+    text_key,
+    text_profile,
+)
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -98,9 +107,10 @@ class DenseEmbedder:
         self._model = model
         self.store = store
         self.progress = progress
-        self._texts: dict[str, np.ndarray] = {}
+        # (OrderedDicts: the oldest go first in O(1); a plain dict's first live entry is found past every deleted one)
+        self._texts: OrderedDict[str, np.ndarray] = OrderedDict()
         self._papers: dict[str, np.ndarray] = {}
-        self._profiles: dict[str, DenseProfile] = {}
+        self._profiles: OrderedDict[str, DenseProfile] = OrderedDict()
         self._words: dict[str, LibraryWords] = {}
         self._words_held = 0  # their entries
 
@@ -134,10 +144,10 @@ class DenseEmbedder:
                 self.store.put_embeddings({stored_text_key(t): v for t, v in computed.items()}, MODEL_NAME)
             found.update(computed)
         for text, vector in found.items():
-            self._texts.pop(text, None)  # most recently used last
             self._texts[text] = vector
+            self._texts.move_to_end(text)  # most recently used last
         while len(self._texts) > MEMO_TEXTS:
-            del self._texts[next(iter(self._texts))]
+            self._texts.popitem(last=False)
         return np.vstack([found[t] for t in texts])
 
     def papers(self, papers: Sequence[Paper]) -> np.ndarray:
@@ -294,11 +304,11 @@ class DenseEmbedder:
     def _parse(stored: Mapping[str, bytes]) -> dict[str, DenseProfile]:
         """Profiles from their stored bytes (those that can be read)."""
         out: dict[str, DenseProfile] = {}
-        for key, saved in stored.items():
-            try:
-                out[key] = DenseProfile.from_bytes(saved)
-            except (ValueError, KeyError, OSError) as exc:  # made again, and kept again
-                log.warning("an interest's stored profile could not be read (%s); making it again", exc)
+        for key, found in zip(stored, profiles_from_bytes(list(stored.values())), strict=True):
+            if isinstance(found, DenseProfile):
+                out[key] = found
+            else:  # made again, and kept again
+                log.warning("an interest's stored profile could not be read (%s); making it again", found)
         return out
 
     def _save(self, profiles: Mapping[str, DenseProfile]) -> None:
@@ -310,10 +320,10 @@ class DenseEmbedder:
     def _remember(self, profiles: Mapping[str, DenseProfile]) -> None:
         """Keep these profiles in memory as the most recently used, forgetting the oldest beyond MEMO_PROFILES."""
         for key, profile in profiles.items():
-            self._profiles.pop(key, None)
             self._profiles[key] = profile
+            self._profiles.move_to_end(key)
         while len(self._profiles) > MEMO_PROFILES:
-            del self._profiles[next(iter(self._profiles))]
+            self._profiles.popitem(last=False)
 
 
 def _title_abstract(text: str) -> tuple[str, str]:
