@@ -222,7 +222,8 @@ def test_store_ids_map_to_pool_positions_as_the_dictionary_does(app):
 
 def test_candidates_are_the_same_however_the_batch_is_chunked(app, monkeypatch):
     """`candidates` scores a batch in chunks of subscribers sized to DETAIL_FLOATS; each row is computed alone, so
-    chunks of 1, 7 or the whole batch (and the default, here forced small) give the same candidates and scores."""
+    chunks of 1, 7 or the whole batch (and the default, here forced small) give the same candidates and scores; so
+    do the exact products' blocks of rows, wherever they fall between the words' rows and the libraries'."""
     from digest.select import batch
 
     pool = app.pool(DAY)
@@ -237,6 +238,11 @@ def test_candidates_are_the_same_however_the_batch_is_chunked(app, monkeypatch):
     assert found(chunk=1) == whole and found(chunk=7) == whole
     monkeypatch.setattr(batch, "DETAIL_FLOATS", 1)  # the default: chunks of 8
     assert found() == whole
+    from digest.select import vectors
+
+    assert sum(bool(i.seed_papers) for s in subs for i in s.interests) >= 5  # libraries' rows follow the words'
+    monkeypatch.setattr(vectors, "EXACT_BLOCK", 3 * len(pool))  # the fusion finished three rows at a time
+    assert found(chunk=len(subs)) == whole
 
 
 def test_the_best_of_each_kind_taken_apart_keeps_what_masking_the_other_kind_kept():

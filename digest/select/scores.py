@@ -142,12 +142,15 @@ def fuse(lexical: np.ndarray, interests: Sequence[Interest], vectors: Sequence[I
     every = len(text) == len(lexical)  # (every interest has words: `text` is every row, in order)
     dense = None
     if len(consts):
-        dense = exact_dot(found, pool.dense_codes(columns))
-        dense += consts[:, None]
-        if text:  # dense + weight × max(lexical, LEXICAL_FLOOR), in place
-            words = np.maximum(lexical if every else lexical[text], LEXICAL_FLOOR)
-            words *= weights[:, None]
-            dense[:len(text)] += words
+        ours = lexical if every else lexical[text]
+
+        def finish(rows: slice, block: np.ndarray) -> None:  # + constant + weight × max(lexical, LEXICAL_FLOOR)
+            block += consts[rows, None]
+            words = np.maximum(ours[rows], LEXICAL_FLOOR)  # (rows past the words' are the libraries': none here)
+            words *= weights[rows, None]
+            block[:len(words)] += words
+
+        dense = exact_dot(found, pool.dense_codes(columns), then=finish)
         if library:
             dense[len(text):] += library_words(pool, index, [vectors[n] for n in library], columns)
         if every and not library:  # nothing else to combine

@@ -35,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import io
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from importlib import resources
@@ -50,6 +50,8 @@ PSEUDO_POSITIVES = 10  # reference papers nearest a query that its model learns 
 TEXT_RIDGE = (0.01, 10.0)
 LIBRARY_RIDGE = (0.03, None)
 CODE_MAX = 127.0  # int8 codes of vectors (see `exact_dot`)
+# values of an exact product scaled (and finished) at a time: 1 MB of float64, which stays in the core's cache
+EXACT_BLOCK = 131_072
 WOODBURY_MAX = 64  # positives up to which the update is solved by the Woodbury identity (else directly)
 MAX_NEIGHBOURS = 500  # library papers kept for the neighbour signal (the most recently added)
 VERSION = "v4"  # a profile made by another version is made again
@@ -111,15 +113,27 @@ def codes(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.rint(rows / scale[:, None]).astype(np.float32), scale
 
 
-def exact_dot(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+def exact_dot(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray],
+              then: Callable[[slice, np.ndarray], object] | None = None) -> np.ndarray:
     """The dot products of rows of `a` with rows of `b`, both `codes` (rows of a × rows of b, float64).
 
     Every partial sum of two int8 codes' products is an integer below 2**24 (127 × 127 × 384), which float32
     holds exactly, so the product is the same to the last bit however BLAS orders the sums: a subscriber's
-    scores are the same in a batch of thousands as alone."""
-    out = (a[0] @ b[0].T).astype(np.float64)
-    out *= a[1][:, None]  # (in place: the same products as a × s_a × s_b, one array instead of three)
-    out *= b[1][None, :]
+    scores are the same in a batch of thousands as alone. The scaling runs EXACT_BLOCK values' rows at a time, and
+    `then(rows, block)` (if given) finishes each block of rows in place while it is still in the core's cache: a
+    batch's thousands of rows × a window of papers in float64 are tens of megabytes, and each pass over all of
+    them went out to memory and back."""
+    product = a[0] @ b[0].T
+    out = np.empty(product.shape)
+    step = max(1, EXACT_BLOCK // max(out.shape[1], 1))
+    for lo in range(0, len(out), step):
+        rows = slice(lo, lo + step)
+        block = out[rows]
+        np.copyto(block, product[rows])  # (exact: float32 to float64)
+        block *= a[1][rows, None]  # the same products as a × s_a × s_b, in place
+        block *= b[1][None, :]
+        if then is not None:
+            then(rows, block)
     return out
 
 
