@@ -104,8 +104,8 @@ def test_profiles_read_together_are_each_read_alone():
     good = [p.to_bytes() for p in texts]
     rows_forged = bytearray(good[1])
     rows_forged[8 + 7 * 8:8 + 8 * 8] = np.array([3.0], dtype="<f8").tobytes()  # says it has rows, has none
-    stored = [good[0], library.to_bytes(), b"text    " + b"\x00" * 20, good[1], bytes(rows_forged), b"\xff" * len(good[2]),
-              good[2]]
+    stored = [good[0], library.to_bytes(), b"text    " + b"\x00" * 20, good[1], bytes(rows_forged),
+              b"\xff" * len(good[2]), good[2]]
     found = vectors.profiles_from_bytes(stored)
     assert [type(f).__name__ for f in found] == ["DenseProfile", "DenseProfile", "ValueError", "DenseProfile",
                                                  "ValueError", "ValueError", "DenseProfile"]
