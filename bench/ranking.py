@@ -577,6 +577,9 @@ def main() -> None:
     parser.add_argument("--subscribers", type=int, default=100_000, help="--scale: generated subscribers")
     parser.add_argument("--papers", type=int, default=1000, help="--scale: papers in the pool")
     parser.add_argument("--words-only", action="store_true", help="--scale: without the text model")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="--scale: also rank the subscribers split over this many processes, as `digest send "
+                             "--workers N` does (checked against one process's top 10s)")
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else (1 if args.set == "T" else 2)
     categories = args.categories or (TUNING_CATEGORIES if args.set == "T" else written.CATEGORIES)
@@ -589,7 +592,7 @@ def main() -> None:
         from scale import run_scale
 
         run_scale(sample.papers, args.papers, args.subscribers, seed,
-                  dense=None if args.words_only else sample_embedder(sample))
+                  dense=None if args.words_only else sample_embedder(sample), workers=args.workers)
         return
     if args.feedback:
         feedback_curve(sample, args.set, categories, args.readers, args.days, seed)

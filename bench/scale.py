@@ -12,7 +12,10 @@ Timed: building the pool index, then `rank_many` (the sparse products, the text 
 products, the fusion and calibration, the learned models, the top 10 per subscriber) for the first
 10,000 subscribers and for all of them; memory: the peak traced by tracemalloc during a second run of
 each ranking (numpy and scipy report their buffers to it; tracing slows Python down, so the timed run
-is untraced) and the process's peak resident size.
+is untraced) and the process's peak resident size. With `--workers N` the same subscribers are also ranked split
+over N processes forked after the pool is built (each with one BLAS thread, as `digest send --workers N` runs its
+workers; the profile store's connections closed before the fork), timed from the fork to the last share's top 10s
+back in the parent, and checked to be the one-process run's top 10s.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import numpy as np
 
 from digest.models import Interest, Paper, Subscriber
 from digest.select import CorpusStats, Pool, SelectSettings, Signals
-from digest.select.batch import rank_many
+from digest.select.batch import TopK, rank_many
 from digest.select.learn import FeedbackModel
 from digest.select.neural import DIM
 from digest.select.text import words
@@ -97,8 +100,44 @@ def timed_rank(pool: Pool, subscribers: list[Subscriber], settings: SelectSettin
     return seconds, peak
 
 
-def run_scale(papers: list[Paper], n_papers: int, n_subscribers: int, seed: int, dense: Any = None) -> None:
-    """`dense`: the text model's embedder over the sample (None: words alone)."""
+def ranked_in_processes(pool: Pool, subscribers: list[Subscriber], settings: SelectSettings,
+                        signals: dict[str, Signals], workers: int, dense: Any) -> tuple[float, TopK]:
+    """Seconds to rank the subscribers split over `workers` processes (share n: every n-th subscriber), and the top
+    10s put back in the subscribers' order."""
+    import multiprocessing
+
+    from threadpoolctl import threadpool_limits
+
+    from digest.workers import Died, in_processes
+
+    taken = multiprocessing.get_context("fork").Value("i", 0)
+
+    def job(stop: Any) -> tuple[int, TopK]:
+        with taken.get_lock():
+            share = taken.value
+            taken.value += 1
+        with threadpool_limits(limits=1, user_api="blas"):
+            return share, rank_many(pool, subscribers[share::workers], day=DAY, settings=settings, k=10,
+                                    signals=signals)
+
+    start = time.perf_counter()
+    results = in_processes(workers, job, before_fork=dense.store.close if dense is not None else lambda: None)
+    seconds = time.perf_counter() - start
+    out = TopK(np.zeros((len(subscribers), 10), dtype=np.int64), np.zeros((len(subscribers), 10), np.float32),
+               np.zeros((len(subscribers), 10), dtype=bool))
+    for result in results:
+        if isinstance(result, Died):
+            raise SystemExit(f"a ranking process failed: {result}")
+        share, top = result
+        out.papers[share::workers], out.scores[share::workers], out.passes[share::workers] = top.papers, top.scores, \
+            top.passes
+    return seconds, out
+
+
+def run_scale(papers: list[Paper], n_papers: int, n_subscribers: int, seed: int, dense: Any = None,
+              workers: int = 1) -> None:
+    """`dense`: the text model's embedder over the sample (None: words alone); `workers` > 1: also split over that
+    many processes."""
     rng = random.Random(seed)
     corpus = CorpusStats()
     corpus.add_texts((p.store_id, p.title, p.abstract) for p in papers)  # type: ignore[misc]
@@ -127,6 +166,10 @@ def run_scale(papers: list[Paper], n_papers: int, n_subscribers: int, seed: int,
     timed_rank(pool, small[:100], settings, signals)  # warm up the keyword cache of the analyzer
     small_seconds, small_peak = timed_rank(pool, small, settings, signals)
     big_seconds, big_peak = timed_rank(pool, subscribers, settings, signals)
+    if workers > 1:
+        one = rank_many(pool, subscribers, day=DAY, settings=settings, k=10, signals=signals)
+        split_seconds, split = ranked_in_processes(pool, subscribers, settings, signals, workers, dense)
+        same = all(np.array_equal(getattr(one, name), getattr(split, name)) for name in ("papers", "scores", "passes"))
     interests = sum(len(s.interests) for s in subscribers)
     keywords = len({k for s in subscribers for i in s.interests for k in i.keywords})
     print(f"pool: {n_papers} papers (index built in {build:.2f} s); {n_subscribers} subscribers, "
@@ -141,3 +184,9 @@ def run_scale(papers: list[Paper], n_papers: int, n_subscribers: int, seed: int,
     print(f"peak_traced_mib_{len(small)}: {small_peak / 2**20:.0f}")
     print(f"peak_traced_mib_{n_subscribers}: {big_peak / 2**20:.0f}")
     print(f"process_peak_rss_mib: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}")
+    if workers > 1:
+        print(f"rank_{n_subscribers}_seconds_in_{workers}_processes: {split_seconds:.2f} (the same top 10s as one "
+              f"process: {'yes' if same else 'NO'})")
+        print(f"worker_peak_rss_mib: {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024:.0f}")
+        if not same:
+            raise SystemExit("the ranking split over processes differs from one process's")
