@@ -102,8 +102,9 @@ def timed_rank(pool: Pool, subscribers: list[Subscriber], settings: SelectSettin
 
 def ranked_in_processes(pool: Pool, subscribers: list[Subscriber], settings: SelectSettings,
                         signals: dict[str, Signals], workers: int, dense: Any) -> tuple[float, TopK]:
-    """Seconds to rank the subscribers split over `workers` processes (share n: every n-th subscriber), and the top
-    10s put back in the subscribers' order."""
+    """Seconds to rank the subscribers split over `workers` processes (share n: the n-th run of consecutive
+    subscribers, as a send's workers claim batches; every other subscriber has a learned model, so a stride would give
+    one process all of them), and the top 10s put back in the subscribers' order."""
     import multiprocessing
 
     from threadpoolctl import threadpool_limits
@@ -111,14 +112,15 @@ def ranked_in_processes(pool: Pool, subscribers: list[Subscriber], settings: Sel
     from digest.workers import Died, in_processes
 
     taken = multiprocessing.get_context("fork").Value("i", 0)
+    bounds = [len(subscribers) * n // workers for n in range(workers + 1)]
 
     def job(stop: Any) -> tuple[int, TopK]:
         with taken.get_lock():
             share = taken.value
             taken.value += 1
         with threadpool_limits(limits=1, user_api="blas"):
-            return share, rank_many(pool, subscribers[share::workers], day=DAY, settings=settings, k=10,
-                                    signals=signals)
+            return share, rank_many(pool, subscribers[bounds[share]:bounds[share + 1]], day=DAY, settings=settings,
+                                    k=10, signals=signals)
 
     start = time.perf_counter()
     results = in_processes(workers, job, before_fork=dense.store.close if dense is not None else lambda: None)
@@ -129,8 +131,8 @@ def ranked_in_processes(pool: Pool, subscribers: list[Subscriber], settings: Sel
         if isinstance(result, Died):
             raise SystemExit(f"a ranking process failed: {result}")
         share, top = result
-        out.papers[share::workers], out.scores[share::workers], out.passes[share::workers] = top.papers, top.scores, \
-            top.passes
+        part = slice(bounds[share], bounds[share + 1])
+        out.papers[part], out.scores[part], out.passes[part] = top.papers, top.scores, top.passes
     return seconds, out
 
 
