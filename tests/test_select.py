@@ -311,7 +311,8 @@ def test_a_few_papers_centroid_on_their_own_terms_is_the_bm25f_rows_mean():
         terms = PaperTerms.of(fields)
         cols, weights = terms.centroid(stats, 2.5)
         assert np.array_equal(cols, mean.indices) and np.allclose(weights, expected, rtol=0, atol=1e-12)
-        bm25 = bm25_weights(fields, stats, 2.5).toarray()  # each paper on the others' centroid (itself if alone)
+        bm25 = bm25_weights(fields, stats, 2.5)  # each paper on the others' centroid (itself if alone)
+        bm25 = bm25[:, np.unique(bm25.indices)].toarray()  # (the papers' own columns: the rest are zeros)
         units = unit_length(sp.csr_matrix(bm25)).toarray()
         others = [units.mean(axis=0) if size == 1 else np.delete(units, n, axis=0).mean(axis=0) for n in range(size)]
         own = np.mean([max(float(bm25[n] @ (o / np.linalg.norm(o))), 0.0) for n, o in enumerate(others)])
