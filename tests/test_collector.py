@@ -55,7 +55,7 @@ def test_runs_in_threads_thaw_when_the_last_one_ends():
     assert gc.get_threshold() == before
 
 
-def test_ranking_many_readers_holds_the_collector_for_the_run(corpus_and_pool):
+def test_ranking_many_readers_holds_the_collector_for_the_run(corpus_and_pool, monkeypatch):
     """`rank_many` and `candidates` run with the collector held (the ranking benchmark calls them directly), and
     leave it as they found it."""
     from digest.select import batch
@@ -69,11 +69,8 @@ def test_ranking_many_readers_holds_the_collector_for_the_run(corpus_and_pool):
         return real(*args, **kwargs)
 
     before = gc.get_threshold()
-    try:
-        batch._top_chunk = spy
-        batch.rank_many(pool, subscribers, day=day, settings=settings, k=3)
-    finally:
-        batch._top_chunk = real
+    monkeypatch.setattr(batch, "_top_chunk", spy)
+    batch.rank_many(pool, subscribers, day=day, settings=settings, k=3)
     assert seen and all(frozen and young == YOUNG_OBJECTS for frozen, young in seen)
     batch.candidates(pool, subscribers, day=day, settings=settings, k=3, signals={})
     assert gc.get_freeze_count() == 0

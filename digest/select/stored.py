@@ -193,14 +193,14 @@ def _keep(memo: dict, found: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
     """Keep these interests' matches in the index's memo for later batches, at most MEMO_MATCHES papers in all: past
     it, the matches kept before are let go first (a long run's batches bring new interests, rarely old ones back)."""
     size = sum(len(at) for at, _ in found.values())
-    held = memo.get(("matches-held",), 0)
-    if held + size > MEMO_MATCHES:
+    kept = memo.get(("matches-held",), 0)
+    if kept + size > MEMO_MATCHES:
         for key in [k for k in memo if isinstance(k, tuple) and k[:1] == ("matches",)]:
             del memo[key]
-        held = 0
-    if held + size <= MEMO_MATCHES:
+        kept = 0
+    if kept + size <= MEMO_MATCHES:
         memo.update((("matches", key), value) for key, value in found.items())
-        memo[("matches-held",)] = held + size
+        memo[("matches-held",)] = kept + size
 
 
 def _score(run: _Run, lo: int, interests: list[int], columns: np.ndarray,
