@@ -285,3 +285,107 @@ def test_each_subscribers_best_interest_value_is_the_largest_of_their_rows_and_t
         expected = np.array([values[a:a + c].max(axis=0) for a, c in zip(first, counts, strict=True)])
         assert np.array_equal(found, expected)
         assert np.array_equal(found, _best_interest(values, first, counts)[0])
+
+
+def test_the_next_chunks_profiles_are_read_on_a_thread_of_their_own_in_order(app, monkeypatch):
+    """With several chunks, each chunk's profiles are read by one other thread (the next while this one is scored),
+    chunk after chunk in order, and the candidates and top 10s are those of one chunk read where it is scored; a
+    failed read reaches the caller and leaves no thread behind."""
+    import threading
+
+    from digest.select import batch
+
+    pool = app.pool(DAY)
+    subs, signals = subscribers(40, pool.papers, random.Random(12))
+    real = batch._Plan.vectors
+    reads: list[tuple[str, int, int]] = []
+
+    def spied(self, pool, lo, hi):
+        reads.append((threading.current_thread().name, lo, hi))
+        return real(self, pool, lo, hi)
+
+    monkeypatch.setattr(batch._Plan, "vectors", spied)
+
+    def found(chunk: int) -> list:
+        out = batch.candidates(pool, subs, day=DAY, settings=app.settings, k=15, signals=signals, chunk=chunk)
+        return [None if c is None else (c.papers.tolist(), c.logits.tolist(), c.relevance.tolist()) for c in out]
+
+    whole = found(len(subs))
+    assert [name for name, _, _ in reads] == [threading.current_thread().name]  # one chunk: nothing to read ahead
+    reads.clear()
+    assert found(7) == whole
+    assert len(reads) >= 5 and all(name.startswith("profiles") for name, _, _ in reads)
+    assert [lo for _, lo, _ in reads] == sorted(lo for _, lo, _ in reads)
+    assert all(hi == next_lo for (_, _, hi), (_, next_lo, _) in zip(reads, reads[1:], strict=False))
+    top = batch.rank_many(pool, subs, day=DAY, settings=app.settings, chunk=len(subs), signals=signals)
+    ahead = batch.rank_many(pool, subs, day=DAY, settings=app.settings, chunk=6, signals=signals)
+    for name in ("papers", "scores", "passes"):
+        assert np.array_equal(getattr(top, name), getattr(ahead, name))
+
+    def failing(self, pool, lo, hi):
+        if lo > 0:
+            raise OSError("the store went away")
+        return real(self, pool, lo, hi)
+
+    monkeypatch.setattr(batch._Plan, "vectors", failing)
+    with pytest.raises(OSError, match="went away"):
+        found(7)
+    assert not [t for t in threading.enumerate() if t.name.startswith("profiles")]
+
+
+def test_an_in_memory_store_is_read_where_the_chunk_is_scored(app, monkeypatch, tmp_path):
+    """An in-memory SQLite store is a database of its own on each thread's connection, so with one the profiles
+    are read on the scoring thread (a thread of their own would find an empty store); the candidates are the
+    same either way."""
+    import threading
+
+    from digest.select import batch
+    from digest.store import Store
+
+    pool = app.pool(DAY)
+    subs, signals = subscribers(30, pool.papers, random.Random(5))
+
+    def found() -> list:
+        out = batch.candidates(pool, subs, day=DAY, settings=app.settings, k=15, signals=signals, chunk=7)
+        return [None if c is None else (c.papers.tolist(), c.logits.tolist()) for c in out]
+
+    memory, on_disk = Store("sqlite://"), Store(f"sqlite:///{tmp_path}/profiles.db")
+    assert not memory.shared_by_threads and on_disk.shared_by_threads
+    real = batch._Plan.vectors
+    threads: set[str] = set()
+
+    def spied(self, pool, lo, hi):
+        threads.add(threading.current_thread().name)
+        return real(self, pool, lo, hi)
+
+    monkeypatch.setattr(batch._Plan, "vectors", spied)
+    monkeypatch.setattr(pool.dense, "_profiles", type(pool.dense._profiles)())  # nothing remembered: the store is read
+    monkeypatch.setattr(pool.dense, "store", on_disk)
+    made = found()
+    assert threads and all(name.startswith("profiles") for name in threads)
+    threads.clear()
+    pool.dense._profiles.clear()
+    monkeypatch.setattr(pool.dense, "store", memory)
+    assert found() == made
+    assert threads == {threading.current_thread().name}
+
+
+def test_blas_keeps_one_core_fewer_while_chunks_are_prepared_beside_it():
+    """While a thread prepares chunks beside the scoring, BLAS keeps to one core fewer than the process may use, at
+    least one thread and never more than it had; afterwards it has what it had."""
+    import os
+
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from digest.select import batch
+
+    def blas() -> int:
+        return min(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
+
+    cores = len(os.sched_getaffinity(0))
+    with threadpool_limits(limits=cores, user_api="blas"):
+        with batch._one_core_fewer():
+            assert blas() == max(1, cores - 1)
+        assert blas() == cores
+    with threadpool_limits(limits=1, user_api="blas"), batch._one_core_fewer():
+        assert blas() == 1  # a send's worker: one thread, not raised

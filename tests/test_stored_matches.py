@@ -67,7 +67,7 @@ def stored_drift(app, subs: list[Subscriber], day, library: dict | None = None) 
     hi = int(run.plan.first_interest[len(quiet)])
     ids = np.array([p.store_id for p in pool.papers])
     kept = stored._stored(run, 0, hi, run.plan.vectors(pool, 0, hi), ids, app.store)
-    exact = batch._interest_logits(run, 0, hi)[1]
+    exact = batch._interest_logits(run, 0, hi, run.prepared(0, len(quiet)))[1]
     return float(max(np.abs(exact[n][papers] - logits).max(initial=0.0) for n, (papers, logits) in enumerate(kept)))
 
 

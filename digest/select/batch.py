@@ -21,8 +21,11 @@ digest as ranking the whole pool for that subscriber alone.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import date
 
 import numpy as np
@@ -47,12 +50,14 @@ from .rank import blocked_indices, boost, candidate_window, old_papers
 from .scores import (
     NO_MATCH,
     DenseParts,
+    Directions,
     Scored,
     SelectSettings,
     blend,
     calibrate,
     calibration,
     dense_parts,
+    directions,
     feedback_model,
     interest_logits,
     section_keys,
@@ -206,6 +211,118 @@ class _Run:
     dense: bool  # the text model joins the logit
     emails: list[str]
     old: np.ndarray | None = None  # the pool's old papers, when a digest takes a quota of them (`rank.old_papers`)
+    ahead: _Ahead | None = field(default=None, repr=False)  # the chunks prepared ahead (`reading_ahead`)
+
+    def prepared(self, start: int, end: int, whole: bool = True) -> _Prepared:
+        """Subscribers start..end's `_Prepared` (made ahead when the run is `reading_ahead`)."""
+        if self.ahead is not None:
+            return self.ahead.get(start, end)
+        return _prepare(self, start, end, whole)
+
+
+@dataclass(frozen=True)
+class _Models:
+    """A chunk's learned models: which of its subscribers (`_chunk_rows`' rows) have one, their shares, and their
+    log-odds and Rocchio terms (those × papers)."""
+
+    rows: list[int]
+    share: np.ndarray
+    logits: np.ndarray
+    rocchio: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """What a chunk of subscribers needs before its interests are fused: their profiles and, unless only those
+    were asked for (a run that scores each row on its own papers, `stored`), the interests' raw scores of every
+    paper, with the text model their words' calibrated log-odds and fused directions (`scores.directions`), and the
+    subscribers' learned models' products."""
+
+    vectors: list[InterestVectors] | None
+    raw: np.ndarray | None = None
+    words: np.ndarray | None = None
+    fused: Directions | None = None
+    models: _Models | None = None
+
+
+def _prepare(run: _Run, start: int, end: int, whole: bool) -> _Prepared:
+    """Subscribers start..end's `_Prepared`: everything (`whole`) or their interests' profiles alone."""
+    plan = run.plan
+    lo, hi, _, _, rows = _chunk_rows(run, start, end)
+    vectors = plan.vectors(run.pool, lo, hi) if run.dense else None
+    if not whole:
+        return _Prepared(vectors)
+    raw, models = plan.raw(run.index, lo, hi), _models(run, rows)
+    if vectors is None:
+        return _Prepared(None, raw, models=models)
+    words = calibrate(raw, plan.refs[lo:hi][:, None])
+    return _Prepared(vectors, raw, words, directions(plan.interests[lo:hi], vectors), models)
+
+
+class _Ahead:
+    """A run's chunks prepared (`_prepare`) by a thread of their own, each while the chunk before it is scored.
+
+    Preparing a chunk is reading its interests' profiles (mostly SQLite finding their keys, 10-20 microseconds a
+    key, the interpreter's lock let go meanwhile), their fused directions, the words' raw scores and calibration and
+    the learned models' products; the fusion that follows is array arithmetic that lets the lock go too, so the two
+    overlap on two cores. Only this thread touches the embedder while the run lasts (its memos are not shared
+    between threads), and it prepares the chunks in the run's order. Each chunk is computed alone, so its values are
+    those it gets prepared where it is scored."""
+
+    def __init__(self, run: _Run, chunks: Sequence[tuple[int, int]], executor: ThreadPoolExecutor,
+                 whole: bool) -> None:
+        self.run = run
+        self.executor = executor
+        self.whole = whole
+        self.following = dict(zip(chunks, chunks[1:], strict=False))  # each chunk → the next one with interests
+        self.pending: dict[tuple[int, int], Future[_Prepared]] = {}
+
+    def _start(self, chunk: tuple[int, int]) -> None:
+        if chunk not in self.pending:
+            self.pending[chunk] = self.executor.submit(_prepare, self.run, *chunk, self.whole)
+
+    def get(self, start: int, end: int) -> _Prepared:
+        self._start((start, end))  # (first, if not asked for yet: the thread works in the order asked)
+        following = self.following.get((start, end))
+        if following is not None:
+            self._start(following)
+        return self.pending.pop((start, end)).result()
+
+
+@contextmanager
+def reading_ahead(run: _Run, starts: Sequence[int], ends: Sequence[int], whole: bool = True) -> Iterator[None]:
+    """Within it, the run's chunks of subscribers starts[n]..ends[n] are prepared a chunk ahead (`_Ahead`), when
+    there is more than one chunk with interests and the text model is on (and its profiles' store, if any, is the
+    same database on every thread); without `whole` (a run that scores each row on its own papers), their
+    interests' profiles only."""
+    first = run.plan.first_interest
+    chunks = [(a, b) for a, b in zip(starts, ends, strict=True) if first[b] > first[a]]
+    store = getattr(run.pool.dense, "store", None)
+    if not run.dense or len(chunks) < 2 or not getattr(store, "shared_by_threads", True):
+        yield
+        return
+    run.pool.dense_codes()  # (made here if not yet: both threads read them, and only this one calls the embedder)
+    with ThreadPoolExecutor(1, thread_name_prefix="profiles") as executor, _one_core_fewer():
+        run.ahead = ahead = _Ahead(run, chunks, executor, whole)
+        try:
+            yield
+        finally:  # (a chunk that failed leaves the next one's: not waited for if not started)
+            run.ahead = None
+            for future in ahead.pending.values():
+                future.cancel()
+
+
+@contextmanager
+def _one_core_fewer() -> Iterator[None]:
+    """BLAS keeps to one core fewer than the process may use (at least one thread, never more than it had), the
+    preparing thread taking that core: at 100,000 readers on two cores, 14.9 s with two BLAS threads against 12.7
+    with one (medians of three, interleaved; BENCHMARKS.md). A send's workers run one BLAS thread already."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    have = min((i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"), default=1)
+    with threadpool_limits(limits=max(1, min(have, cores - 1)), user_api="blas"):
+        yield
 
 
 def _run(pool: Pool, subscribers: Sequence[Subscriber], day: date, settings: SelectSettings,
@@ -236,8 +353,11 @@ def rank_many(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, setti
     k = min(k, len(pool))
     out = TopK(np.zeros((len(subscribers), k), dtype=np.int64), np.zeros((len(subscribers), k), np.float32),
                np.zeros((len(subscribers), k), dtype=bool))
-    for start in range(0, len(subscribers), chunk):
-        _top_chunk(run, start, min(start + chunk, len(subscribers)), out)
+    starts = range(0, len(subscribers), chunk)
+    ends = [min(start + chunk, len(subscribers)) for start in starts]
+    with reading_ahead(run, starts, ends):
+        for start, end in zip(starts, ends, strict=True):
+            _top_chunk(run, start, end, out)
     return out
 
 
@@ -255,8 +375,11 @@ def candidates(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, sett
         per_reader = max(sum(len(s.interests) for s in subscribers) / max(len(subscribers), 1), 1.0)
         chunk = max(8, int(DETAIL_FLOATS / (per_reader * max(len(pool), 1))))
     out: list[Scored | None] = [None] * len(subscribers)
-    for start in range(0, len(subscribers), chunk):
-        _candidate_chunk(run, start, min(start + chunk, len(subscribers)), min(k, len(pool)), signals, out)
+    starts = range(0, len(subscribers), chunk)
+    ends = [min(start + chunk, len(subscribers)) for start in starts]
+    with reading_ahead(run, starts, ends):
+        for start, end in zip(starts, ends, strict=True):
+            _candidate_chunk(run, start, end, min(k, len(pool)), signals, out)
     return out
 
 
@@ -346,34 +469,41 @@ def _fast_best(run: _Run, lo: int, hi: int, first: np.ndarray, counts: np.ndarra
     return logit
 
 
-def _interest_logits(run: _Run, lo: int, hi: int,
+def _interest_logits(run: _Run, lo: int, hi: int, found: _Prepared,
                      ) -> tuple[np.ndarray, np.ndarray, DenseParts | None, list[InterestVectors], np.ndarray | None]:
     """Interests lo..hi's raw scores, calibrated log-odds and text-model features (interests × papers, float64),
     computed as `Scores` computes them, their profiles (none without the text model) and, with the text model,
-    their words' calibrated log-odds (what `section_keys` reads)."""
-    plan = run.plan
-    raw = plan.raw(run.index, lo, hi)
-    vectors = plan.vectors(run.pool, lo, hi) if run.dense else None
-    words = calibrate(raw, plan.refs[lo:hi][:, None]) if vectors is not None else None
-    logit = interest_logits(run.pool, run.index, plan.interests[lo:hi], raw, plan.refs[lo:hi], vectors, words=words)
-    return raw, logit, None, vectors or [], words
+    their words' calibrated log-odds (what `section_keys` reads); `found`: their chunk's `_Prepared`."""
+    raw, vectors = found.raw, found.vectors
+    assert raw is not None
+    logit = interest_logits(run.pool, run.index, run.plan.interests[lo:hi], raw, run.plan.refs[lo:hi], vectors,
+                            words=found.words, fused=found.fused)
+    return raw, logit, None, vectors or [], found.words
 
 
-def _learned(run: _Run, rows: np.ndarray, best: np.ndarray,
-             keep: bool = True) -> tuple[list[int], np.ndarray, tuple[np.ndarray, np.ndarray]]:
-    """Blend the learned models into the subscribers' best log-odds (in place); which rows have one,
-    their shares and their models' log-odds (rows × papers; without `keep`, overwritten by the blend)."""
+def _models(run: _Run, rows: np.ndarray) -> _Models | None:
+    """The learned models of these subscribers (rows of the run) that have one, their products with the pool."""
     found = [run.models[r] for r in rows.tolist()]  # (a list indexed by numpy integers is slow)
     with_model = [n for n, m in enumerate(found) if m is not None]
     if not with_model:
-        return [], np.zeros(0), (np.zeros((0, best.shape[1])), np.zeros((0, best.shape[1])))
-    models = [found[n] for n in with_model]
-    share = np.array([m.clicks / (m.clicks + run.settings.feedback_clicks) for m in models])  # type: ignore[union-attr]
+        return None
+    models: list[FeedbackModel] = [found[n] for n in with_model]  # type: ignore[misc]
+    share = np.array([m.clicks / (m.clicks + run.settings.feedback_clicks) for m in models])
     unit = run.pool.dense_codes()
-    learned = _model_logits(unit, models)  # type: ignore[arg-type]
-    rocchio = _rocchio(unit, models)  # type: ignore[arg-type]
-    best[with_model] = blend(best[with_model], learned, share[:, None], out=None if keep else learned, extra=rocchio)
-    return with_model, share, (learned, rocchio)
+    return _Models(with_model, share, _model_logits(unit, models), _rocchio(unit, models))
+
+
+def _learned(best: np.ndarray, models: _Models | None,
+             keep: bool = True) -> tuple[list[int], np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """Blend the learned models (`_models` of the chunk's subscribers) into the subscribers' best log-odds (in
+    place); which rows have one, their shares and their models' log-odds (rows × papers; without `keep`,
+    overwritten by the blend)."""
+    if models is None:
+        return [], np.zeros(0), (np.zeros((0, best.shape[1])), np.zeros((0, best.shape[1])))
+    with_model, share, learned = models.rows, models.share, models.logits
+    best[with_model] = blend(best[with_model], learned, share[:, None], out=None if keep else learned,
+                             extra=models.rocchio)
+    return with_model, share, (learned, models.rocchio)
 
 
 def _floor(settings: SelectSettings) -> float:
@@ -404,10 +534,12 @@ def _top_chunk(run: _Run, start: int, end: int, out: TopK) -> None:
     if hi == lo:
         return
     if run.dense or run.plan.authors:
-        best = _best(_interest_logits(run, lo, hi)[1], first, counts).astype(np.float32)
+        found = run.prepared(start, end)
+        best = _best(_interest_logits(run, lo, hi, found)[1], first, counts).astype(np.float32)
+        models = found.models
     else:
-        best = _fast_best(run, lo, hi, first, counts)
-    _learned(run, rows, best, keep=False)
+        best, models = _fast_best(run, lo, hi, first, counts), _models(run, rows)
+    _learned(best, models, keep=False)
     key = best + run.log_boost.astype(np.float32)[None, :]
     for n, r in enumerate(rows):
         if len(run.blocked[r]):
@@ -427,11 +559,12 @@ def _candidate_chunk(run: _Run, start: int, end: int, k: int, signals: Mapping[s
     lo, hi, first, counts, rows = _chunk_rows(run, start, end)
     if hi == lo:
         return
-    raw, logit, parts, vectors, words = _interest_logits(run, lo, hi)
+    found = run.prepared(start, end)
+    raw, logit, parts, vectors, words = _interest_logits(run, lo, hi, found)
     del words  # (`_sections` works out the few it needs again)
     best = _best(logit, first, counts)
     lexical = best.copy()
-    with_model, share, learned = _learned(run, rows, best)
+    with_model, share, learned = _learned(best, found.models)
     key = best + run.log_boost[None, :]
     floor = _floor(run.settings)
     # The k-th best is taken among papers surely above the floor; papers near it stay candidates, and

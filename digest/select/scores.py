@@ -106,8 +106,12 @@ class DenseParts:
     library: np.ndarray  # bool, interests × papers: the interest's library decides the paper's log-odds
 
 
-def directions(interests: Sequence[Interest], vectors: Sequence[InterestVectors],
-               ) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray, np.ndarray, list[int], list[int]]:
+# `directions`: the profiles' fused directions as codes and their scales, the constants, the words' coefficients, and
+# which interests the text profiles' rows and the library profiles' rows belong to.
+Directions = tuple[tuple[np.ndarray, np.ndarray], np.ndarray, np.ndarray, list[int], list[int]]
+
+
+def directions(interests: Sequence[Interest], vectors: Sequence[InterestVectors]) -> Directions:
     """Every profile's fused direction as codes, and its constant: the text profiles' (words) then the library
     profiles'; with each text profile's lexical coefficient, and which interests each belongs to."""
     wanted: list[tuple[DenseProfile, tuple[float, float, float]]] = []
@@ -132,13 +136,14 @@ def directions(interests: Sequence[Interest], vectors: Sequence[InterestVectors]
 
 
 def fuse(lexical: np.ndarray, interests: Sequence[Interest], vectors: Sequence[InterestVectors],
-         pool: Pool, index: Index, columns: np.ndarray | None = None) -> np.ndarray:
+         pool: Pool, index: Index, columns: np.ndarray | None = None, fused: Directions | None = None) -> np.ndarray:
     """Each interest's log-odds of relevance (interests × papers, before its weight): its words' fusion and its
     library's, the larger of the two (`columns`: only these papers of the pool).
 
     `lexical` is the words' calibrated log-odds (`calibrate` without the weight), NO_MATCH for no words. The
-    text model's part is one exact matrix product of the interests' directions with the papers' codes."""
-    found, consts, weights, text, library = directions(interests, vectors)
+    text model's part is one exact matrix product of the interests' directions (`fused`: `directions` of these
+    interests, when the caller made them) with the papers' codes."""
+    found, consts, weights, text, library = directions(interests, vectors) if fused is None else fused
     every = len(text) == len(lexical)  # (every interest has words: `text` is every row, in order)
     dense = None
     if len(consts):
@@ -360,16 +365,16 @@ def section_keys(logits: np.ndarray, raw: np.ndarray, units: Sequence[float] | n
 
 def interest_logits(pool: Pool, index: Index, interests: Sequence[Interest], raw: np.ndarray, units: np.ndarray,
                     vectors: Sequence[InterestVectors] | None, columns: np.ndarray | None = None,
-                    words: np.ndarray | None = None) -> np.ndarray:
+                    words: np.ndarray | None = None, fused: Directions | None = None) -> np.ndarray:
     """Every interest's log-odds of relevance (interests × papers): the words' calibration alone without the
     text model (`vectors` None), the fusion with it; the interest's weight in, followed authors' papers raised.
-    `words`: `calibrate(raw, units[:, None])`, when the caller has it."""
+    `words`: `calibrate(raw, units[:, None])`, when the caller has it; `fused`: `directions(interests, vectors)`."""
     weights = np.array([i.weight for i in interests], dtype=np.float64)[:, None]
     if vectors is None:
         logits = calibrate(raw, units[:, None], weights)
     else:
         logits = fuse(calibrate(raw, units[:, None]) if words is None else words, interests, vectors, pool, index,
-                      columns)
+                      columns, fused)
         logits += np.log(weights)
         np.maximum(logits, NO_MATCH, out=logits)
     return followed(pool, interests, logits, columns)

@@ -54,6 +54,12 @@ class Store(PaperStore, SendLogStore, ClaimStore, RosterStore, RunStore, Feedbac
             self.engine.dispose()
             raise
 
+    @property
+    def shared_by_threads(self) -> bool:
+        """Whether every thread of the process reads the same database: not an in-memory SQLite one, which is a
+        database of its own on each thread's connection."""
+        return not isinstance(self.engine.pool, sa.pool.SingletonThreadPool)
+
     def close(self) -> None:
         """Close every connection (the store stays usable: the next query opens one; so also before a fork)."""
         self.release_marks_connections()
