@@ -287,10 +287,10 @@ def test_each_subscribers_best_interest_value_is_the_largest_of_their_rows_and_t
         assert np.array_equal(found, _best_interest(values, first, counts)[0])
 
 
-def test_the_next_chunks_profiles_are_read_on_a_thread_of_their_own_in_order(app, monkeypatch):
-    """With several chunks, each chunk's profiles are read by one other thread (the next while this one is scored),
-    chunk after chunk in order, and the candidates and top 10s are those of one chunk read where it is scored; a
-    failed read reaches the caller and leaves no thread behind."""
+def test_rank_many_prepares_the_next_chunk_on_a_thread_of_its_own_in_order(app, monkeypatch):
+    """With several chunks, `rank_many` prepares each chunk (profiles read, scores, models) on one other thread,
+    chunk after chunk in order, and gives the top 10s of one chunk prepared where it is scored; a failed read
+    reaches the caller and leaves no thread behind. A send's `candidates` prepares on its own thread."""
     import threading
 
     from digest.select import batch
@@ -306,21 +306,20 @@ def test_the_next_chunks_profiles_are_read_on_a_thread_of_their_own_in_order(app
 
     monkeypatch.setattr(batch._Plan, "vectors", spied)
 
-    def found(chunk: int) -> list:
-        out = batch.candidates(pool, subs, day=DAY, settings=app.settings, k=15, signals=signals, chunk=chunk)
-        return [None if c is None else (c.papers.tolist(), c.logits.tolist(), c.relevance.tolist()) for c in out]
+    def top(chunk: int) -> tuple:
+        found = batch.rank_many(pool, subs, day=DAY, settings=app.settings, chunk=chunk, signals=signals)
+        return found.papers.tolist(), found.scores.tolist(), found.passes.tolist()
 
-    whole = found(len(subs))
-    assert [name for name, _, _ in reads] == [threading.current_thread().name]  # one chunk: nothing to read ahead
+    whole = top(len(subs))
+    assert [name for name, _, _ in reads] == [threading.current_thread().name]  # one chunk: nothing to do ahead
     reads.clear()
-    assert found(7) == whole
+    assert top(6) == whole
     assert len(reads) >= 5 and all(name.startswith("profiles") for name, _, _ in reads)
     assert [lo for _, lo, _ in reads] == sorted(lo for _, lo, _ in reads)
-    assert all(hi == next_lo for (_, _, hi), (_, next_lo, _) in zip(reads, reads[1:], strict=False))
-    top = batch.rank_many(pool, subs, day=DAY, settings=app.settings, chunk=len(subs), signals=signals)
-    ahead = batch.rank_many(pool, subs, day=DAY, settings=app.settings, chunk=6, signals=signals)
-    for name in ("papers", "scores", "passes"):
-        assert np.array_equal(getattr(top, name), getattr(ahead, name))
+    assert all(hi == next_lo for (_, _, hi), (_, next_lo, _) in zip(reads, reads[1:], strict=False))  # each once
+    reads.clear()
+    batch.candidates(pool, subs, day=DAY, settings=app.settings, k=15, signals=signals, chunk=6)
+    assert len(reads) >= 5 and {name for name, _, _ in reads} == {threading.current_thread().name}
 
     def failing(self, pool, lo, hi):
         if lo > 0:
@@ -329,14 +328,14 @@ def test_the_next_chunks_profiles_are_read_on_a_thread_of_their_own_in_order(app
 
     monkeypatch.setattr(batch._Plan, "vectors", failing)
     with pytest.raises(OSError, match="went away"):
-        found(7)
+        top(6)
     assert not [t for t in threading.enumerate() if t.name.startswith("profiles")]
 
 
-def test_an_in_memory_store_is_read_where_the_chunk_is_scored(app, monkeypatch, tmp_path):
+def test_with_an_in_memory_store_rank_many_reads_where_the_chunk_is_scored(app, monkeypatch, tmp_path):
     """An in-memory SQLite store is a database of its own on each thread's connection, so with one the profiles
-    are read on the scoring thread (a thread of their own would find an empty store); the candidates are the
-    same either way."""
+    are read on the scoring thread (a thread of their own would find an empty store); the top 10s are the same
+    either way."""
     import threading
 
     from digest.select import batch
@@ -345,9 +344,9 @@ def test_an_in_memory_store_is_read_where_the_chunk_is_scored(app, monkeypatch, 
     pool = app.pool(DAY)
     subs, signals = subscribers(30, pool.papers, random.Random(5))
 
-    def found() -> list:
-        out = batch.candidates(pool, subs, day=DAY, settings=app.settings, k=15, signals=signals, chunk=7)
-        return [None if c is None else (c.papers.tolist(), c.logits.tolist()) for c in out]
+    def top() -> tuple:
+        found = batch.rank_many(pool, subs, day=DAY, settings=app.settings, chunk=6, signals=signals)
+        return found.papers.tolist(), found.scores.tolist()
 
     memory, on_disk = Store("sqlite://"), Store(f"sqlite:///{tmp_path}/profiles.db")
     assert not memory.shared_by_threads and on_disk.shared_by_threads
@@ -361,12 +360,12 @@ def test_an_in_memory_store_is_read_where_the_chunk_is_scored(app, monkeypatch, 
     monkeypatch.setattr(batch._Plan, "vectors", spied)
     monkeypatch.setattr(pool.dense, "_profiles", type(pool.dense._profiles)())  # nothing remembered: the store is read
     monkeypatch.setattr(pool.dense, "store", on_disk)
-    made = found()
+    made = top()
     assert threads and all(name.startswith("profiles") for name in threads)
     threads.clear()
     pool.dense._profiles.clear()
     monkeypatch.setattr(pool.dense, "store", memory)
-    assert found() == made
+    assert top() == made
     assert threads == {threading.current_thread().name}
 
 

@@ -213,11 +213,11 @@ class _Run:
     old: np.ndarray | None = None  # the pool's old papers, when a digest takes a quota of them (`rank.old_papers`)
     ahead: _Ahead | None = field(default=None, repr=False)  # the chunks prepared ahead (`reading_ahead`)
 
-    def prepared(self, start: int, end: int, whole: bool = True) -> _Prepared:
+    def prepared(self, start: int, end: int) -> _Prepared:
         """Subscribers start..end's `_Prepared` (made ahead when the run is `reading_ahead`)."""
         if self.ahead is not None:
             return self.ahead.get(start, end)
-        return _prepare(self, start, end, whole)
+        return _prepare(self, start, end)
 
 
 @dataclass(frozen=True)
@@ -233,30 +233,27 @@ class _Models:
 
 @dataclass(frozen=True)
 class _Prepared:
-    """What a chunk of subscribers needs before its interests are fused: their profiles and, unless only those
-    were asked for (a run that scores each row on its own papers, `stored`), the interests' raw scores of every
-    paper, with the text model their words' calibrated log-odds and fused directions (`scores.directions`), and the
-    subscribers' learned models' products."""
+    """What a chunk of subscribers needs before its interests are fused: the interests' raw scores of every paper,
+    with the text model their profiles, their words' calibrated log-odds and fused directions (`scores.directions`),
+    and the subscribers' learned models' products."""
 
-    vectors: list[InterestVectors] | None
-    raw: np.ndarray | None = None
+    raw: np.ndarray
+    vectors: list[InterestVectors] | None = None
     words: np.ndarray | None = None
     fused: Directions | None = None
     models: _Models | None = None
 
 
-def _prepare(run: _Run, start: int, end: int, whole: bool) -> _Prepared:
-    """Subscribers start..end's `_Prepared`: everything (`whole`) or their interests' profiles alone."""
+def _prepare(run: _Run, start: int, end: int) -> _Prepared:
+    """Subscribers start..end's `_Prepared`."""
     plan = run.plan
     lo, hi, _, _, rows = _chunk_rows(run, start, end)
-    vectors = plan.vectors(run.pool, lo, hi) if run.dense else None
-    if not whole:
-        return _Prepared(vectors)
     raw, models = plan.raw(run.index, lo, hi), _models(run, rows)
-    if vectors is None:
-        return _Prepared(None, raw, models=models)
+    if not run.dense:
+        return _Prepared(raw, models=models)
+    vectors = plan.vectors(run.pool, lo, hi)
     words = calibrate(raw, plan.refs[lo:hi][:, None])
-    return _Prepared(vectors, raw, words, directions(plan.interests[lo:hi], vectors), models)
+    return _Prepared(raw, vectors, words, directions(plan.interests[lo:hi], vectors), models)
 
 
 class _Ahead:
@@ -269,17 +266,15 @@ class _Ahead:
     between threads), and it prepares the chunks in the run's order. Each chunk is computed alone, so its values are
     those it gets prepared where it is scored."""
 
-    def __init__(self, run: _Run, chunks: Sequence[tuple[int, int]], executor: ThreadPoolExecutor,
-                 whole: bool) -> None:
+    def __init__(self, run: _Run, chunks: Sequence[tuple[int, int]], executor: ThreadPoolExecutor) -> None:
         self.run = run
         self.executor = executor
-        self.whole = whole
         self.following = dict(zip(chunks, chunks[1:], strict=False))  # each chunk → the next one with interests
         self.pending: dict[tuple[int, int], Future[_Prepared]] = {}
 
     def _start(self, chunk: tuple[int, int]) -> None:
         if chunk not in self.pending:
-            self.pending[chunk] = self.executor.submit(_prepare, self.run, *chunk, self.whole)
+            self.pending[chunk] = self.executor.submit(_prepare, self.run, *chunk)
 
     def get(self, start: int, end: int) -> _Prepared:
         self._start((start, end))  # (first, if not asked for yet: the thread works in the order asked)
@@ -290,11 +285,15 @@ class _Ahead:
 
 
 @contextmanager
-def reading_ahead(run: _Run, starts: Sequence[int], ends: Sequence[int], whole: bool = True) -> Iterator[None]:
+def reading_ahead(run: _Run, starts: Sequence[int], ends: Sequence[int]) -> Iterator[None]:
     """Within it, the run's chunks of subscribers starts[n]..ends[n] are prepared a chunk ahead (`_Ahead`), when
     there is more than one chunk with interests and the text model is on (and its profiles' store, if any, is the
-    same database on every thread); without `whole` (a run that scores each row on its own papers), their
-    interests' profiles only."""
+    same database on every thread).
+
+    `rank_many` prepares ahead; a send's `candidates` does not. A send's batches of 100 readers are one chunk each on
+    its first days and a few small chunks at a week's window, and there preparing ahead cost more than it gave (a
+    week of 10,000 readers, one worker: days 5-7 3.52-3.65 against 2.88-3.30 CPU ms a digest, and peak memory 508-517
+    against 430-458 MiB: the second thread's arrays come from an allocator arena of its own)."""
     first = run.plan.first_interest
     chunks = [(a, b) for a, b in zip(starts, ends, strict=True) if first[b] > first[a]]
     store = getattr(run.pool.dense, "store", None)
@@ -303,7 +302,7 @@ def reading_ahead(run: _Run, starts: Sequence[int], ends: Sequence[int], whole: 
         return
     run.pool.dense_codes()  # (made here if not yet: both threads read them, and only this one calls the embedder)
     with ThreadPoolExecutor(1, thread_name_prefix="profiles") as executor, _one_core_fewer():
-        run.ahead = ahead = _Ahead(run, chunks, executor, whole)
+        run.ahead = ahead = _Ahead(run, chunks, executor)
         try:
             yield
         finally:  # (a chunk that failed leaves the next one's: not waited for if not started)
@@ -375,11 +374,8 @@ def candidates(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, sett
         per_reader = max(sum(len(s.interests) for s in subscribers) / max(len(subscribers), 1), 1.0)
         chunk = max(8, int(DETAIL_FLOATS / (per_reader * max(len(pool), 1))))
     out: list[Scored | None] = [None] * len(subscribers)
-    starts = range(0, len(subscribers), chunk)
-    ends = [min(start + chunk, len(subscribers)) for start in starts]
-    with reading_ahead(run, starts, ends):
-        for start, end in zip(starts, ends, strict=True):
-            _candidate_chunk(run, start, end, min(k, len(pool)), signals, out)
+    for start in range(0, len(subscribers), chunk):  # (not `reading_ahead`: see there)
+        _candidate_chunk(run, start, min(start + chunk, len(subscribers)), min(k, len(pool)), signals, out)
     return out
 
 
@@ -475,7 +471,6 @@ def _interest_logits(run: _Run, lo: int, hi: int, found: _Prepared,
     computed as `Scores` computes them, their profiles (none without the text model) and, with the text model,
     their words' calibrated log-odds (what `section_keys` reads); `found`: their chunk's `_Prepared`."""
     raw, vectors = found.raw, found.vectors
-    assert raw is not None
     logit = interest_logits(run.pool, run.index, run.plan.interests[lo:hi], raw, run.plan.refs[lo:hi], vectors,
                             words=found.words, fused=found.fused)
     return raw, logit, None, vectors or [], found.words
@@ -561,10 +556,11 @@ def _candidate_chunk(run: _Run, start: int, end: int, k: int, signals: Mapping[s
         return
     found = run.prepared(start, end)
     raw, logit, parts, vectors, words = _interest_logits(run, lo, hi, found)
-    del words  # (`_sections` works out the few it needs again)
+    models = found.models
+    del found, words  # (`_sections` works out the few it needs again)
     best = _best(logit, first, counts)
     lexical = best.copy()
-    with_model, share, learned = _learned(best, found.models)
+    with_model, share, learned = _learned(best, models)
     key = best + run.log_boost[None, :]
     floor = _floor(run.settings)
     # The k-th best is taken among papers surely above the floor; papers near it stay candidates, and

@@ -36,7 +36,6 @@ from .batch import (
     _run,
     _scored,
     _top_near,
-    reading_ahead,
 )
 from .dense import InterestVectors
 from .matches import DRIFT, MARGIN, CacheStore, Matches
@@ -98,11 +97,8 @@ def candidates(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, sett
     run = _run(pool, subscribers, day, settings, signals, local=True)  # units scored on the papers needed only
     out: list[Scored | None] = [None] * len(subscribers)
     ids = np.array([p.store_id for p in pool.papers], dtype=np.int64)
-    starts = range(0, len(subscribers), chunk)
-    ends = [min(start + chunk, len(subscribers)) for start in starts]
-    with reading_ahead(run, starts, ends, whole=False):  # (each row scored on its own papers: profiles only)
-        for start, end in zip(starts, ends, strict=True):
-            _chunk(run, start, end, min(k, len(pool)), ids, signals, store, out)
+    for start in range(0, len(subscribers), chunk):
+        _chunk(run, start, min(start + chunk, len(subscribers)), min(k, len(pool)), ids, signals, store, out)
     return out
 
 
@@ -111,7 +107,7 @@ def _chunk(run: _Run, start: int, end: int, k: int, ids: np.ndarray, signals: Ma
     lo, hi, first, counts, rows = _chunk_rows(run, start, end)
     if hi == lo:
         return
-    vectors = run.prepared(start, end, whole=False).vectors
+    vectors = run.plan.vectors(run.pool, lo, hi) if run.dense else None
     stored = _stored(run, lo, hi, vectors, ids, store)
     columns, valid = _shortlists(run, stored, first, counts, rows, k)
     by_interest = np.repeat(np.arange(len(rows)), counts)
