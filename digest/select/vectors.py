@@ -268,7 +268,10 @@ def fused_rows(wanted: Sequence[tuple[DenseProfile, tuple[float, float, float]]]
         bias = np.array([p.bias for p in profiles], dtype=np.float64)
         d = ((query / qs)[:, None] * np.stack([p.query for p in profiles]).astype(np.float64)
              + (model / ms)[:, None] * np.stack([p.weights for p in profiles]).astype(np.float64))
-        d += (centre / cs)[:, None] * np.stack([p.centre for p in profiles]).astype(np.float64)
+        centred = np.flatnonzero(centre)  # (a text profile's centre takes no weight: adding its zeros changes nothing
+        if len(centred):  # but the sign of a zero, which no code or sum keeps)
+            d[centred] += (centre[centred] / cs[centred])[:, None] * np.stack(
+                [profiles[j].centre for j in centred.tolist()]).astype(np.float64)
         found_rows, found_scales = codes(d)
         found_consts = model * (bias - mm) / ms - query * qm / qs - centre * cm / cs
         rows[todo], scales[todo], consts[todo] = found_rows, found_scales, found_consts
