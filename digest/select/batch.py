@@ -293,7 +293,7 @@ def reading_ahead(run: _Run, starts: Sequence[int], ends: Sequence[int]) -> Iter
     `rank_many` prepares ahead; a send's `candidates` does not. A send's batches of 100 readers are one chunk each on
     its first days and a few small chunks at a week's window, and there preparing ahead cost more than it gave (a
     week of 10,000 readers, one worker: days 5-7 3.52-3.65 against 2.88-3.30 CPU ms a digest, and peak memory 508-517
-    against 430-458 MiB: the second thread's arrays come from an allocator arena of its own)."""
+    against 430-458 MiB; probably the second thread's arrays, from an allocator arena of its own: not checked)."""
     first = run.plan.first_interest
     chunks = [(a, b) for a, b in zip(starts, ends, strict=True) if first[b] > first[a]]
     store = getattr(run.pool.dense, "store", None)
