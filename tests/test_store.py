@@ -334,6 +334,24 @@ def test_purging_cache_entries_by_prefix_takes_the_prefix_literally(store_url):
     store.close()
 
 
+def test_reading_many_cache_entries_at_once_gives_each_its_own_bytes(store_url):
+    """`get_caches` (a ranking reads a profile for every interest this way): over its statements' bounds, keys in
+    any order and repeated, missing ones left out, binary values byte for byte (nul bytes, invalid UTF-8)."""
+    import random
+
+    store = Store(store_url)
+    values = {f"k/{n:05}/{'x' * (n % 7)}": bytes([n % 256, 0, 255]) + n.to_bytes(4, "little") * (n % 5)
+              for n in range(1_234)}
+    store.put_caches(values)
+    keys = [*values, *[f"missing/{n}" for n in range(40)], *list(values)[:30]]
+    random.Random(7).shuffle(keys)
+    assert store.get_caches(keys) == values
+    assert store.get_caches(["missing/1"]) == {} and store.get_caches([]) == {}
+    assert store.get_caches([key for key in values if key.endswith("/")]) == {
+        key: value for key, value in values.items() if key.endswith("/")}
+    store.close()
+
+
 def test_reading_known_papers_again_takes_a_few_statements_and_merges_as_one_by_one(store_url):
     """A cron run re-reads its sources: 600 papers the store knows cost a handful of statements, not two per
     paper, and what changed (an abstract filled in, upvotes that grew, a new day's count) is merged all the same."""
