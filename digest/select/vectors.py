@@ -232,7 +232,8 @@ def profiles_from_bytes(stored: Sequence[bytes]) -> list[DenseProfile | ValueErr
     if text:
         found = np.frombuffer(b"".join([stored[n] for n in text]), dtype=_TEXT_RECORD)
         vectors = found["vectors"].astype(np.float32)
-        for n, head, (query, weights) in zip(text, found["head"].tolist(), vectors, strict=True):
+        queries, models = list(vectors[:, 0]), list(vectors[:, 1])  # (row views made at once)
+        for n, head, query, weights in zip(text, found["head"].tolist(), queries, models, strict=True):
             out[n] = (DenseProfile("text", query, (head[0], head[1]), weights, head[2], (head[3], head[4]), _NO_CENTRE,
                                    (head[5], head[6]), _NO_NEIGHBOURS) if head[7] == 0 else ValueError(
                 "a stored profile has the wrong length"))
