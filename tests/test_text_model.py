@@ -239,6 +239,21 @@ def test_calibration_is_its_formula_to_the_last_bit():
     assert np.array_equal(calibrate(raw[0], 2.0, weight), formula(raw[0], 2.0, weight))  # (40, 200)
     assert calibrate(raw[0], 2.0, weight).shape == (40, 200)
 
+    # a chunk's size: calibrated a block of rows at a time (the last block short), each bit as the whole's
+    big = np.where(rng.random((1_500, 1_000)) < 0.45, -rng.random((1_500, 1_000)), rng.gamma(1.0, 2.0, (1_500, 1_000)))
+    big[::7, ::3] = -0.0
+    big[::11, ::5] = 5e-324  # (below the smallest normal float: no match is taken up to it, these too)
+    big[1, :3] = np.nan, np.inf, 1e-300
+    units, weights = rng.random((1_500, 1)) + 0.5, rng.random((1_500, 1)) + 0.5
+    huge = weights.copy()
+    huge[3] = np.inf  # (log(weight) lifts the smallest float above the floor: no match is NaN, as the formula says)
+    for args in ((units, weights), (units,), (2.0, weights), (2.0,), (units, huge), (units, 1e300)):
+        with np.errstate(invalid="ignore"):  # (inf - inf, where the weight is infinite)
+            assert calibrate(big, *args).tobytes() == formula(big, *args).tobytes()
+    small = big[:300].astype(np.float32)  # (not float64: the formula as written, in its own dtype)
+    assert calibrate(small, 2.0).dtype == formula(small, 2.0).dtype
+    assert calibrate(small, 2.0).tobytes() == formula(small, 2.0).tobytes()
+
 
 def test_a_profile_does_not_depend_on_the_store_or_the_day():
     """An interest's profile is made from its words and the shipped reference papers alone: made twice, the same."""

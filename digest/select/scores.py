@@ -19,7 +19,7 @@ from .learn import MODEL_A, NEGATIVES, FeedbackModel, fit, without
 from .neural import DIM
 from .pool import Index, Pool, Unit
 from .profile import CompiledInterest, Signals, compile_interest, reference, seed_papers
-from .vectors import DenseProfile, exact_dot, fused_rows
+from .vectors import EXACT_BLOCK, DenseProfile, exact_dot, fused_rows
 
 LIKED_SECTION = "More like papers you liked"
 # The words' calibration (bench/calibrate.py, keyword profiles): log-odds at one typical mention, and how fast they
@@ -27,6 +27,7 @@ LIKED_SECTION = "More like papers you liked"
 # the lexical feature of the fusion with it on.
 CALIBRATION_A, CALIBRATION_B = 0.212, 1.369
 NO_MATCH = -8.0  # log-odds of a paper that matches nothing of an interest
+_LEAST = float(np.finfo(np.float64).tiny)
 LEXICAL_FLOOR = -4.0  # the lexical feature's least value (a paper sharing no word with the interest)
 AUTHOR_LOGIT = 8.0  # log-odds given to a paper by an author the interest follows: it is always shown
 # Sections: interests surer than SECTION_SURE (88%) of a paper count as equally sure, and the one whose words match it
@@ -74,17 +75,40 @@ def calibration(dense: bool = False) -> tuple[float, float]:
 def calibrate(raw: np.ndarray, unit: float | np.ndarray, weight: float | np.ndarray = 1.0,
               dense: bool = False) -> np.ndarray:
     """Log-odds of being on topic from raw scores in BM25 units (see `rank.py`); `unit` and `weight` may be
-    columns (one per row of `raw`)."""
+    columns (one per row of `raw`).
+
+    A float64 matrix is calibrated a megabyte of rows at a time (EXACT_BLOCK values), every step done on the block
+    while it is in the core's cache: the same operations in the same order as on the whole, bit for bit (a chunk's
+    thousands of interests × a pool are tens of megabytes, and seven passes over them went out to memory and back;
+    3,600 × 1,000: 37 -> 14 ms with the zeros' shortcut below)."""
     a, b = CALIBRATION_A, CALIBRATION_B
+    raw, units = np.asarray(raw), np.asarray(unit)
     with np.errstate(divide="ignore"):
-        logit = np.maximum(raw, 0.0) / unit
-        if logit.dtype != np.float64 or np.broadcast_shapes(logit.shape, np.shape(weight)) != logit.shape:
-            return np.maximum(a + b * np.log(logit) + np.log(weight), NO_MATCH)  # type: ignore[no-any-return]
-        np.log(logit, out=logit)  # a + b × log(…) + log(weight), in place: the same operations in the same order
-        logit *= b
-        logit += a
-        logit += np.log(weight)
-    return np.maximum(logit, NO_MATCH, out=logit)
+        shape = np.broadcast_shapes(raw.shape, units.shape, np.shape(weight))
+        if raw.dtype != np.float64 or units.dtype != np.float64 or raw.ndim != 2 or shape != raw.shape:
+            return np.maximum(a + b * np.log(np.maximum(raw, 0.0) / unit) + np.log(weight),  # type: ignore[no-any-return]
+                              NO_MATCH)
+        logit = np.empty(shape)
+        log_weights = np.log(weight)
+        # No match (0) is taken up to the smallest normal float when that still ends below NO_MATCH for every row:
+        # the same value after the floor, and SIMD logarithms leave their fast path for zeros (3.6 million values,
+        # about half of them zeros: 22 ms; with none: 4.4 ms).
+        least = _LEAST if b > 0 and np.log(_LEAST) * b + a + np.max(log_weights, initial=-np.inf) < NO_MATCH else 0.0
+        units, log_weight = np.broadcast_to(units, shape), np.broadcast_to(log_weights, shape)
+        step = max(1, EXACT_BLOCK // max(shape[1], 1))
+        for lo in range(0, shape[0], step):
+            rows = slice(lo, lo + step)
+            block = logit[rows]
+            np.maximum(raw[rows], 0.0, out=block)
+            block /= units[rows]
+            if least:
+                np.maximum(block, least, out=block)
+            np.log(block, out=block)  # a + b × log(…) + log(weight)
+            block *= b
+            block += a
+            block += log_weight[rows]
+            np.maximum(block, NO_MATCH, out=block)
+    return logit
 
 
 def style(interest: Interest) -> str:
