@@ -1,8 +1,12 @@
-"""The garbage collector during long runs (`digest.collector.held`): frozen and thawed once, however runs nest."""
+"""The garbage collector and the allocator during long runs (`digest.collector.held`): set and undone once, however
+runs nest."""
 
+import ctypes
 import gc
+import platform
 import threading
 
+import numpy as np
 import pytest
 
 from digest.collector import YOUNG_OBJECTS, held
@@ -29,6 +33,45 @@ def test_a_failing_run_leaves_the_collector_as_it_found_it():
         raise RuntimeError("broke")
     assert gc.get_freeze_count() == 0
     assert gc.get_threshold() == before
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+def _mallinfo2() -> _MallInfo2 | None:
+    libc = ctypes.CDLL(None)
+    if platform.libc_ver()[0] != "glibc" or not hasattr(libc, "mallinfo2"):
+        return None
+    libc.mallinfo2.restype = _MallInfo2
+    return libc.mallinfo2()  # type: ignore[no-any-return]
+
+
+@pytest.mark.skipif(_mallinfo2() is None, reason="the allocator's thresholds are glibc's (mallinfo2: 2.33 on)")
+def test_a_run_keeps_freed_arrays_memory_for_the_next_and_gives_it_back_at_the_end():
+    """Within a run an array of megabytes comes from the heap and its memory stays there when it is freed (the next
+    array of its size touches no fresh pages, one page fault each otherwise); at the run's end the heap's free memory
+    goes back to the system and such an array is mapped on its own again, as glibc does by default."""
+    size = 16 * 2**20
+
+    def mapped_while_alive() -> int:
+        before = _mallinfo2().hblkhd  # type: ignore[union-attr]
+        block = np.ones(size // 8)
+        during = _mallinfo2().hblkhd  # type: ignore[union-attr]
+        del block
+        return during - before
+
+    with held():
+        assert mapped_while_alive() == 0  # from the heap
+        kept = _mallinfo2().fordblks  # type: ignore[union-attr]
+        assert kept >= size  # ... and still there, free, for the next array
+        with held():  # an inner run's end changes nothing
+            pass
+        assert _mallinfo2().fordblks >= size  # type: ignore[union-attr]
+        assert mapped_while_alive() == 0
+    assert _mallinfo2().fordblks < kept - size // 2  # type: ignore[union-attr]  # given back
+    assert mapped_while_alive() >= size
 
 
 def test_runs_in_threads_thaw_when_the_last_one_ends():
