@@ -100,6 +100,25 @@ def timed_rank(pool: Pool, subscribers: list[Subscriber], settings: SelectSettin
     return seconds, peak
 
 
+def _reset_resident_peak() -> bool:
+    """Start the process's peak resident size (VmHWM) again from its current size (Linux); whether it could."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        return False
+    return True
+
+
+def _resident(field: str) -> int:
+    """A size from /proc/self/status (kB): VmRSS now, VmHWM the peak."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise SystemExit(f"/proc/self/status has no {field}")
+
+
 def ranked_in_processes(pool: Pool, subscribers: list[Subscriber], settings: SelectSettings,
                         signals: dict[str, Signals], workers: int, dense: Any) -> tuple[float, TopK]:
     """Seconds to rank the subscribers split over `workers` processes (share n: the n-th run of consecutive
@@ -167,7 +186,9 @@ def run_scale(papers: list[Paper], n_papers: int, n_subscribers: int, seed: int,
     small = subscribers[: n_subscribers // 10]
     timed_rank(pool, small[:100], settings, signals)  # warm up the keyword cache of the analyzer
     small_seconds, small_peak = timed_rank(pool, small, settings, signals)
+    held_before = _resident("VmRSS") if _reset_resident_peak() else None
     big_seconds, big_peak = timed_rank(pool, subscribers, settings, signals)
+    ranking_peak = _resident("VmHWM") if held_before is not None else None
     if workers > 1:
         one = rank_many(pool, subscribers, day=DAY, settings=settings, k=10, signals=signals)
         split_seconds, split = ranked_in_processes(pool, subscribers, settings, signals, workers, dense)
@@ -186,6 +207,10 @@ def run_scale(papers: list[Paper], n_papers: int, n_subscribers: int, seed: int,
     print(f"peak_traced_mib_{len(small)}: {small_peak / 2**20:.0f}")
     print(f"peak_traced_mib_{n_subscribers}: {big_peak / 2**20:.0f}")
     print(f"process_peak_rss_mib: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}")
+    if ranking_peak is not None:
+        print(f"rank_{n_subscribers}_peak_rss_mib: {ranking_peak / 1024:.0f} (the process's peak while it ranked; "
+              f"{held_before / 1024:.0f} resident before it: the sample, the text model that made the profiles, "
+              f"the readers and their learned models)")
     if workers > 1:
         print(f"rank_{n_subscribers}_seconds_in_{workers}_processes: {split_seconds:.2f} (the same top 10s as one "
               f"process: {'yes' if same else 'NO'})")
