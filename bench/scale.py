@@ -100,6 +100,17 @@ def timed_rank(pool: Pool, subscribers: list[Subscriber], settings: SelectSettin
     return seconds, peak
 
 
+def _give_back() -> None:
+    """Free what nothing holds any more and give the heap's free pages back to the system (glibc)."""
+    import contextlib
+    import ctypes
+    import gc
+
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).malloc_trim(0)
+
+
 def _reset_resident_peak() -> bool:
     """Start the process's peak resident size (VmHWM) again from its current size (Linux); whether it could."""
     try:
@@ -175,6 +186,9 @@ def run_scale(papers: list[Paper], n_papers: int, n_subscribers: int, seed: int,
             dense.interests([i for s in subscribers[lo:lo + 2000] for i in s.interests])
         profiles = time.perf_counter() - start
         dense._profiles.clear()  # a send starts with none in memory  # noqa: SLF001
+        dense._texts.clear()  # nor the query texts' embeddings, nor the text model: it never loads it  # noqa: SLF001
+        dense._model = None  # noqa: SLF001
+        _give_back()
     start = time.perf_counter()
     chosen = [p for p in rng.sample(papers, n_papers)]  # (store ids kept: the embedder finds their vectors by them)
     pool = Pool(chosen, corpus, dense=dense)
@@ -209,8 +223,7 @@ def run_scale(papers: list[Paper], n_papers: int, n_subscribers: int, seed: int,
     print(f"process_peak_rss_mib: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}")
     if ranking_peak is not None:
         print(f"rank_{n_subscribers}_peak_rss_mib: {ranking_peak / 1024:.0f} (the process's peak while it ranked; "
-              f"{held_before / 1024:.0f} resident before it: the sample, the text model that made the profiles, "
-              f"the readers and their learned models)")
+              f"{held_before / 1024:.0f} resident before it: the sample, the readers and their learned models)")
     if workers > 1:
         print(f"rank_{n_subscribers}_seconds_in_{workers}_processes: {split_seconds:.2f} (the same top 10s as one "
               f"process: {'yes' if same else 'NO'})")
