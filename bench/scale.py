@@ -102,13 +102,12 @@ def timed_rank(pool: Pool, subscribers: list[Subscriber], settings: SelectSettin
 
 def _give_back() -> None:
     """Free what nothing holds any more and give the heap's free pages back to the system (glibc)."""
-    import contextlib
-    import ctypes
     import gc
 
+    from digest.collector import give_back
+
     gc.collect()
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None).malloc_trim(0)
+    give_back()
 
 
 def _reset_resident_peak() -> bool:

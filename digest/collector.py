@@ -80,4 +80,10 @@ def _allocator(heap_blocks: int, kept_free: int, trim: bool = False) -> None:
         _LIBC.mallopt(M_MMAP_THRESHOLD, heap_blocks)
         _LIBC.mallopt(M_TRIM_THRESHOLD, kept_free)
         if trim:
-            _LIBC.malloc_trim(0)
+            give_back()
+
+
+def give_back() -> None:
+    """The heap's free pages given back to the system (glibc's `malloc_trim`; elsewhere nothing)."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
