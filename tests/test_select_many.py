@@ -134,9 +134,11 @@ def test_similarity_of_a_large_pool_is_the_full_products_to_the_last_bit(app, mo
     assert (index.unit_length_rows(np.arange(len(pool))) != every).nnz == 0
     full = (every @ every.T).toarray()
     rng = np.random.default_rng(5)
-    for size in (1, 2, 7, 40, len(pool)):
+    for size in (0, 1, 2, 7, 40, len(pool)):
         picks_ = rng.choice(len(pool), size, replace=False)
         assert np.array_equal(index._similarity_of(picks_), full[picks_[:, None], picks_])
+        others = rng.choice(len(pool), 9, replace=False)  # (`hold_similarity`'s blocks: the left papers' terms)
+        assert np.array_equal(index._product(picks_, others), full[picks_[:, None], others])
     subs, signals = subscribers(30, pool.papers, random.Random(7))
     small = select_many(pool, subs, day=DAY, settings=app.settings, signals=signals)
     monkeypatch.setattr(pool_module, "SIMILARITY_MATRIX_LIMIT", 10)
