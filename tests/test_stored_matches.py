@@ -386,3 +386,18 @@ def test_auto_keeps_matches_where_readers_share_interests(make_config, mode):
         assert sum(d.count for d in theirs) > 30
     finally:
         app.close()
+
+
+def test_stored_matches_need_every_paper_from_the_store_in_its_order(app):
+    """`stored.usable`: a window handed out by the store (ids ascending) can use stored matches; a pool with a paper
+    the store does not hold, or out of the store's order, cannot (the pool's ids are made once and kept)."""
+    from digest.select import Pool
+
+    pool = app.pool(DAY)
+    assert stored.usable(pool, app.settings)
+    assert pool.store_ids is pool.store_ids and pool.store_ids.tolist() == [p.store_id for p in pool.papers]
+    assert not stored.usable(pool, replace(app.settings, min_relevance=0.0))  # no floor, nothing to keep
+    unsaved = Pool([*pool.papers[:5], replace(pool.papers[5], store_id=None)], app.corpus())
+    assert unsaved.store_ids is None and not stored.usable(unsaved, app.settings)
+    backwards = Pool(pool.papers[:5][::-1], app.corpus())
+    assert backwards.store_ids is not None and not stored.usable(backwards, app.settings)

@@ -13,6 +13,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date
+from functools import cached_property
 from typing import Any, Protocol
 
 import numpy as np
@@ -368,6 +369,14 @@ class Pool:
 
     def __len__(self) -> int:
         return len(self.papers)
+
+    @cached_property
+    def store_ids(self) -> np.ndarray | None:
+        """Every paper's store id in pool order (int64), or None if a paper has none (not from a store). Made once:
+        a send's every batch asks (`stored.usable`), a week's window is 7,000 papers."""
+        if any(p.store_id is None for p in self.papers):
+            return None
+        return np.array([p.store_id for p in self.papers], dtype=np.int64)
 
     def positions(self, store_ids: Iterable[int] | np.ndarray) -> np.ndarray:
         """The pool indices of the papers with these store ids (those in the pool), in the order given: a table

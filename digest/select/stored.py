@@ -66,10 +66,8 @@ MEMO_MATCHES = 1_000_000
 def usable(pool: Pool, settings: SelectSettings) -> bool:
     """Whether a send can use stored matches on this pool: every paper is in the store, in the store's order (as
     `Store.candidates` hands a window out), and the floor is a floor."""
-    if not 0 < settings.min_relevance < 1 or any(p.store_id is None for p in pool.papers):
-        return False
-    ids = np.array([p.store_id for p in pool.papers], dtype=np.int64)
-    return bool(np.all(ids[1:] > ids[:-1]))
+    ids = pool.store_ids
+    return 0 < settings.min_relevance < 1 and ids is not None and bool(np.all(ids[1:] > ids[:-1]))
 
 
 SHARED = 0.5  # `shared`: at most this many distinct interests per interest of the batch
@@ -96,7 +94,8 @@ def candidates(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, sett
     """`batch.candidates` for subscribers without a learned model, from stored matches (see the module doc)."""
     run = _run(pool, subscribers, day, settings, signals, local=True)  # units scored on the papers needed only
     out: list[Scored | None] = [None] * len(subscribers)
-    ids = np.array([p.store_id for p in pool.papers], dtype=np.int64)
+    ids = pool.store_ids
+    assert ids is not None  # (`usable`)
     for start in range(0, len(subscribers), chunk):
         _chunk(run, start, min(start + chunk, len(subscribers)), min(k, len(pool)), ids, signals, store, out)
     return out
