@@ -122,8 +122,8 @@ def test_memory_is_trimmed_between_batches_and_picks_do_not_change(app, monkeypa
 def test_similarity_of_a_large_pool_is_the_full_products_to_the_last_bit(app, monkeypatch):
     """Above SIMILARITY_MATRIX_LIMIT each digest's candidates are compared on their own renumbered terms, or read
     from the pairs a batch's candidates were held with (`hold_similarity`, up to the limit, the most repeated
-    first): the values are exactly those of the pool-wide product, and the digests exactly those of a small
-    pool's path."""
+    first): the values are exactly those of the pool-wide product (kept as float32 on every path), and the digests
+    exactly those of a small pool's path."""
     from digest.select import pool as pool_module
 
     pool = app.pool(DAY)
@@ -132,13 +132,14 @@ def test_similarity_of_a_large_pool_is_the_full_products_to_the_last_bit(app, mo
 
     every = unit_length(index._paper_rows)  # the pool's rows scaled all at once, as the index once kept them
     assert (index.unit_length_rows(np.arange(len(pool))) != every).nnz == 0
-    full = (every @ every.T).toarray()
+    exact = (every @ every.T).toarray()
+    full = exact.astype(np.float32)  # as kept and handed out (pool.SIMILARITY)
     rng = np.random.default_rng(5)
     for size in (0, 1, 2, 7, 40, len(pool)):
         picks_ = rng.choice(len(pool), size, replace=False)
         assert np.array_equal(index._similarity_of(picks_), full[picks_[:, None], picks_])
         others = rng.choice(len(pool), 9, replace=False)  # (`hold_similarity`'s blocks: the left papers' terms)
-        assert np.array_equal(index._product(picks_, others), full[picks_[:, None], others])
+        assert np.array_equal(index._product(picks_, others), exact[picks_[:, None], others])
     subs, signals = subscribers(30, pool.papers, random.Random(7))
     small = select_many(pool, subs, day=DAY, settings=app.settings, signals=signals)
     monkeypatch.setattr(pool_module, "SIMILARITY_MATRIX_LIMIT", 10)
@@ -146,6 +147,7 @@ def test_similarity_of_a_large_pool_is_the_full_products_to_the_last_bit(app, mo
     assert [picks(d) for d in select_many(large, subs, day=DAY, settings=app.settings, signals=signals)] == \
         [picks(d) for d in small]
     held = large.index(app.settings.title_weight)
+    assert held._held.dtype == np.float32 and pool.index(app.settings.title_weight)._similarity.dtype == np.float32
     assert len(held._members) == 10  # the batch's candidates filled what may be held
     assert np.array_equal(held._held[:10, :10], full[held._members[:, None], held._members])
 

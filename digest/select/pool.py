@@ -26,9 +26,12 @@ from .corpus import CorpusStats, Fields, PaperTerms, background, bm25_weights
 from .text import N_FEATURES, bigrams, columns, tokens
 from .vectors import centred, codes
 
-# Pools up to this size keep every pair's similarity in memory (32 MB at most); a larger pool keeps the pairs of this
+# Pools up to this size keep every pair's similarity in memory (16 MB at most); a larger pool keeps the pairs of this
 # many papers, the ones a run's digests weigh for diversity most often (`hold_similarity`).
 SIMILARITY_MATRIX_LIMIT = 2048
+# Papers' similarity as kept and handed out: float32 (half the memory: a week's window held 32 MB of pairs in float64).
+# Every path rounds the same float64 sums to it, kept or computed now, so a digest weighs the same values either way.
+SIMILARITY = np.float32
 MEMO_FLOATS = 25_000_000  # at most this many floats (200 MB) of per-interest scores are kept per pool
 MEMO_ENTRIES = 100_000  # memoised values a long run keeps between batches
 # Scored query units kept between batches, as floats (20 MB): each unit is a row of pool-length floats, so a pool
@@ -89,7 +92,7 @@ class Index:
         self.zeros.flags.writeable = False
         self._similarity: np.ndarray | None = None
         self._slot: np.ndarray | None = None  # a large pool: each paper's row of `_held` (-1: not held)
-        self._held = np.zeros((0, 0))  # held papers × held papers, their similarity (rows in `_slot` order)
+        self._held = np.zeros((0, 0), dtype=SIMILARITY)  # held × held papers, their similarity (rows in `_slot` order)
         self._members = np.zeros(0, dtype=np.int64)  # the held papers, in `_held`'s order
         self._renumber: np.ndarray | None = None  # scratch: a pool column's number among some papers' terms
         self._scratch: np.ndarray | None = None  # scratch: a pool column's number among some units' terms (or -1)
@@ -253,7 +256,7 @@ class Index:
         if self._renumber is None:
             self._renumber = np.zeros(self._paper_rows.shape[1], dtype=np.int64)
         self._renumber[cols] = np.arange(len(cols))  # a term repeated takes one number
-        return _gram((indptr, self._renumber[cols], data), len(cols))
+        return _gram((indptr, self._renumber[cols], data), len(cols)).astype(SIMILARITY)
 
     def similarity_among(self, picks: np.ndarray) -> np.ndarray:
         """Cosine similarity between each pair of the given papers (a small pool keeps every pair; a large one the
@@ -266,7 +269,7 @@ class Index:
             return self._similarity_of(picks)
         if self._similarity is None:
             rows = self.unit_length_rows(np.arange(len(self._norms)))
-            self._similarity = np.asarray((rows @ rows.T).toarray())
+            self._similarity = np.asarray((rows @ rows.T).toarray()).astype(SIMILARITY)
         return self._similarity[picks[:, None], picks]
 
     def hold_similarity(self, papers: np.ndarray) -> None:
@@ -276,7 +279,8 @@ class Index:
         it the product's set-up, and a week's window brings the same papers up in thousands of digests).
 
         Each value is the sum over the two papers' common terms in the row paper's order, as in the pool-wide
-        product (`similarity_among` of a small pool) and in `_similarity_of`: the same to the last bit."""
+        product (`similarity_among` of a small pool) and in `_similarity_of`: the same to the last bit (each kept
+        as SIMILARITY, rounded alike on every path)."""
         n = self.matrix.shape[0]
         held = len(self._members)
         if n <= SIMILARITY_MATRIX_LIMIT or held >= SIMILARITY_MATRIX_LIMIT or not len(papers):
@@ -294,7 +298,8 @@ class Index:
         # terms are not in ascending order, so a pair's value depends, in its last bit, on which paper is the row)
         above = self._product(self._members, new) if held else np.zeros((0, len(new)))
         if len(members) > len(self._held):
-            grown = np.zeros((min(max(2 * len(self._held), len(members), 256), SIMILARITY_MATRIX_LIMIT),) * 2)
+            grown = np.zeros((min(max(2 * len(self._held), len(members), 256), SIMILARITY_MATRIX_LIMIT),) * 2,
+                             dtype=SIMILARITY)
             grown[:held, :held] = self._held[:held, :held]
             self._held = grown
         self._held[held:len(members), :len(members)] = block
