@@ -166,6 +166,28 @@ def test_similarity_of_a_large_pool_is_the_full_products_to_the_last_bit(app, mo
         assert np.array_equal(index.similarity_among(mixed), full[mixed[:, None], mixed])
 
 
+def test_an_index_numbers_the_pools_columns_as_sorting_them_does(app):
+    """`Index` finds the pool's hashed columns and each entry's number among them through a table over every
+    hashed column: the columns np.unique gives, the numbers a binary search gives, and its lookup table the same."""
+    import scipy.sparse as sp
+
+    from digest.select.corpus import bm25_weights
+    from digest.select.text import N_FEATURES
+
+    pool = app.pool(DAY)
+    index = pool.index(app.settings.title_weight)
+    weights = bm25_weights(pool.fields, pool.corpus, app.settings.title_weight)
+    cols = np.unique(weights.indices)
+    assert np.array_equal(index.cols, cols) and index.cols.dtype == cols.dtype
+    rows = sp.csr_matrix((weights.data, np.searchsorted(cols, weights.indices), weights.indptr),
+                         shape=(weights.shape[0], len(cols)))
+    assert (index._paper_rows != rows).nnz == 0 and np.array_equal(index._paper_rows.indices, rows.indices)
+    assert (index.matrix != rows.tocsc()).nnz == 0
+    table = np.full(N_FEATURES, -1, dtype=np.int32)
+    table[cols] = np.arange(len(cols))
+    assert np.array_equal(index.lookup(), table)
+
+
 def test_memory_follows_budgets_not_the_window(app, monkeypatch):
     """What a run keeps between batches is bounded in floats and entries, whatever the pool's size: the unit
     table never grows past its budget (plus the batch in hand). Shown papers' terms are searched in the pool's

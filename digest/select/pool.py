@@ -72,8 +72,14 @@ class Index:
 
     def __init__(self, fields: Fields, corpus: CorpusStats, title_weight: float) -> None:
         weights = bm25_weights(fields, corpus, title_weight)
-        self.cols = np.unique(weights.indices)  # the pool's hashed columns, sorted
-        local = sp.csr_matrix((weights.data, np.searchsorted(self.cols, weights.indices), weights.indptr),
+        # the pool's hashed columns, sorted, and each one's number among them: marked in a table over every hashed
+        # column (np.unique and a binary search per entry took 0.65 s for a week's 2.3 million entries)
+        present = np.zeros(N_FEATURES, dtype=bool)
+        present[weights.indices] = True
+        self.cols = np.flatnonzero(present).astype(weights.indices.dtype)
+        lookup = np.full(N_FEATURES, -1, dtype=np.int32)
+        lookup[self.cols] = np.arange(len(self.cols), dtype=np.int32)
+        local = sp.csr_matrix((weights.data, lookup[weights.indices], weights.indptr),
                               shape=(weights.shape[0], len(self.cols)))
         self.matrix = local.tocsc()
         self._paper_rows = local  # the same, a row per paper (`scores_on` slices papers from it)
@@ -86,7 +92,7 @@ class Index:
         self._unit_row: dict[str, int] = {}  # unit key → its row of _unit_scores
         self._unit_scores = np.zeros((0, weights.shape[0]))
         self._n_units = 0
-        self.memo: dict[Any, Any] = {}  # compiled interests and paper vectors, shared by subscribers
+        self.memo: dict[Any, Any] = {"lookup": lookup}  # compiled interests and paper vectors, shared by subscribers
         self._vectors_left = MEMO_FLOATS // max(weights.shape[0], 1)
         self.zeros = np.zeros(weights.shape[0])
         self.zeros.flags.writeable = False
