@@ -140,6 +140,9 @@ def test_similarity_of_a_large_pool_is_the_full_products_to_the_last_bit(app, mo
         assert np.array_equal(index._similarity_of(picks_), full[picks_[:, None], picks_])
         others = rng.choice(len(pool), 9, replace=False)  # (`hold_similarity`'s blocks: the left papers' terms)
         assert np.array_equal(index._product(picks_, others), exact[picks_[:, None], others])
+    with monkeypatch.context() as patched:  # a scipy without its C routines where `_gram` finds them: the same
+        patched.setattr(pool_module, "_sparsetools", None)
+        assert np.array_equal(index._similarity_of(picks_), full[picks_[:, None], picks_])
     subs, signals = subscribers(30, pool.papers, random.Random(7))
     small = select_many(pool, subs, day=DAY, settings=app.settings, signals=signals)
     monkeypatch.setattr(pool_module, "SIMILARITY_MATRIX_LIMIT", 10)

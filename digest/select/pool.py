@@ -18,7 +18,11 @@ from typing import Any, Protocol
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse import _sparsetools  # the C routines of its products (`_gram`)
+
+try:
+    from scipy.sparse import _sparsetools  # the C routines of its products (`_gram`)
+except ImportError:  # pragma: no cover - a scipy that moved them: its public product instead
+    _sparsetools = None
 
 from ..models import Paper
 from .authors import author_keys, followed_keys
@@ -338,6 +342,9 @@ def _gram(rows: tuple[np.ndarray, np.ndarray, np.ndarray], columns: int) -> np.n
     is made room for as if every pair shared a term."""
     n = len(rows[0]) - 1
     indptr, cols, data = rows[0].astype(np.int64), rows[1].astype(np.int64), rows[2]
+    if _sparsetools is None:
+        matrix = sp.csr_matrix((data, cols, indptr), shape=(n, columns))
+        return np.asarray((matrix @ matrix.T).toarray())
     t_ptr, t_cols, t_data = np.empty(columns + 1, dtype=np.int64), np.empty(len(cols), dtype=np.int64), np.empty(
         len(data))
     _sparsetools.csr_tocsc(n, columns, indptr, cols, data, t_ptr, t_cols, t_data)  # the transpose, a row per column
