@@ -81,9 +81,9 @@ class Index:
         present = np.zeros(N_FEATURES, dtype=bool)
         present[weights.indices] = True
         self.cols = np.flatnonzero(present).astype(weights.indices.dtype)
-        lookup = np.full(N_FEATURES, -1, dtype=np.int32)
-        lookup[self.cols] = np.arange(len(self.cols), dtype=np.int32)
-        local = sp.csr_matrix((weights.data, lookup[weights.indices], weights.indptr),
+        self._lookup = np.full(N_FEATURES, -1, dtype=np.int32)  # hashed column → its number (-1: not in the pool)
+        self._lookup[self.cols] = np.arange(len(self.cols), dtype=np.int32)
+        local = sp.csr_matrix((weights.data, self._lookup[weights.indices], weights.indptr),
                               shape=(weights.shape[0], len(self.cols)))
         self.matrix = local.tocsc()
         self._paper_rows = local  # the same, a row per paper (`scores_on` slices papers from it)
@@ -96,7 +96,7 @@ class Index:
         self._unit_row: dict[str, int] = {}  # unit key → its row of _unit_scores
         self._unit_scores = np.zeros((0, weights.shape[0]))
         self._n_units = 0
-        self.memo: dict[Any, Any] = {"lookup": lookup}  # compiled interests and paper vectors, shared by subscribers
+        self.memo: dict[Any, Any] = {}  # compiled interests and paper vectors, shared by subscribers
         self._vectors_left = MEMO_FLOATS // max(weights.shape[0], 1)
         self.zeros = np.zeros(weights.shape[0])
         self.zeros.flags.writeable = False
@@ -115,8 +115,7 @@ class Index:
         subscribers are, so without this a run's memory grew with its number of subscribers.
         """
         if len(self.memo) > MEMO_ENTRIES:
-            kept = {k: v for k, v in self.memo.items() if k == "lookup" or (isinstance(k, tuple) and k[:1] in (
-                ("boost",), ("trending",)))}
+            kept = {k: v for k, v in self.memo.items() if isinstance(k, tuple) and k[:1] in (("boost",), ("trending",))}
             self.memo.clear()
             self.memo.update(kept)
             self._vectors_left = MEMO_FLOATS // max(self.zeros.shape[0], 1)
@@ -132,12 +131,8 @@ class Index:
             self.memo[key] = value
 
     def lookup(self) -> np.ndarray:
-        """Hashed column → local column (-1: not in the pool), as one array (built on first use)."""
-        if "lookup" not in self.memo:
-            table = np.full(N_FEATURES, -1, dtype=np.int32)
-            table[self.cols] = np.arange(len(self.cols), dtype=np.int32)
-            self.memo["lookup"] = table
-        return self.memo["lookup"]  # type: ignore[no-any-return]
+        """Hashed column → local column (-1: not in the pool), as one array (the table the index was built with)."""
+        return self._lookup
 
     def local(self, cols: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Keep the terms the pool has, as local column numbers."""
@@ -239,13 +234,12 @@ class Index:
 
     def unit_length_rows(self, papers: np.ndarray) -> sp.csr_matrix:
         """These papers' BM25F rows scaled to unit length (cosine similarity between papers is their product)."""
-        rows = self._paper_rows[papers]
-        rows.data /= np.repeat(self._norms[papers], np.diff(rows.indptr))
-        return rows
+        indptr, cols, data = self._unit_rows_arrays(papers)
+        return sp.csr_matrix((data, cols, indptr), shape=(len(papers), self._paper_rows.shape[1]))
 
     def _unit_rows_arrays(self, papers: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """`unit_length_rows` as bare CSR arrays (indptr, pool columns, values): the same values, without the matrix
-        around them (a few dozen papers: `_similarity_of`)."""
+        """`unit_length_rows` as bare CSR arrays (indptr, pool columns, values), without the matrix around them
+        (`_similarity_of`'s few dozen papers: its construction's checks cost more than the values)."""
         rows = self._paper_rows
         starts = rows.indptr[papers]
         lengths = rows.indptr[papers + 1] - starts
