@@ -364,14 +364,15 @@ class Ours:
 
     def score(self, case: Case, profile: Profile, clicks: object = None) -> np.ndarray:
         """The digest's ten picks in order (10 … 1), the other papers after them by relevance (`clicks`: Signals
-        with the reader's marks)."""
+        with the reader's marks and what they were sent before)."""
         from digest.select import rank
         from digest.select.scores import Scores
 
         pool = self.pool(case)
         subscriber, signals = self.subscriber(profile)
         if clicks is not None:
-            signals = replace(signals, liked=clicks.liked, disliked=clicks.disliked)  # type: ignore[attr-defined]
+            signals = replace(signals, liked=clicks.liked, disliked=clicks.disliked,  # type: ignore[attr-defined]
+                              received=clicks.received)  # type: ignore[attr-defined]
         relevance = Scores(pool, subscriber, self.settings, signals).relevance  # type: ignore[arg-type]
         self.relevance[(case.category, profile.style, tuple(case.rows[:3].tolist()))] = relevance
         picks = rank(pool, subscriber, day=DAY, settings=self.settings, signals=signals, limit=10, parts=False)
@@ -515,7 +516,12 @@ def feedback_curve(sample: Sample, chosen: str, categories: Sequence[str], reade
     """The simulated reader of issue 26: each day a new pool, the digest's top 10, a random half of them marked
     (*more* when of the category, *less* when not); the next day ranks with every mark so far. The same pools
     ranked with no clicks are the paired baseline. Reported: P@10 per day (mean over readers, standard error)
-    with clicks, without, and the paired difference; the target reads days 4-10."""
+    with clicks, without, and the paired difference; the target reads days 4-10.
+
+    A day's pool shares papers with the days before (a small category has fewer papers than ten pools hold), and a
+    paper a reader has been sent never comes again, marked or not (`rank.blocked_papers`): so each side is ranked
+    with what it sent the days before as received, as a send does. (Without that, the side with clicks lost the
+    papers it had marked *more* while the baseline showed them again every day: a paper marked is a paper seen.)"""
     from digest.select import SelectSettings, Signals
 
     ours = Ours(sample, SelectSettings())
@@ -529,16 +535,21 @@ def feedback_curve(sample: Sample, chosen: str, categories: Sequence[str], reade
             profile = profiles_for(category, chosen, style, library)
             liked: list[Paper] = []
             disliked: list[Paper] = []
+            sent_with: set[int] = set()  # store ids each side has sent the reader
+            sent_without: set[int] = set()
             row_with, row_without = [], []
             for rows in pools:
                 labels = np.array([category in sample.categories[n] for n in rows.tolist()])
                 case = Case(category, rows, labels)
-                base = ours.score(case, profile)
+                base = ours.score(case, profile, Signals(received=frozenset(sent_without)))
                 row_without.append(precision_ndcg(base, labels)[0])
-                signals = Signals(liked=tuple(liked), disliked=tuple(disliked))
+                signals = Signals(received=frozenset(sent_with), liked=tuple(liked), disliked=tuple(disliked))
                 scores = ours.score(case, profile, signals)
                 row_with.append(precision_ndcg(scores, labels)[0])
                 top = np.lexsort((np.arange(len(scores)), -scores))[:10]
+                sent_with.update(int(sample.papers[int(rows[j])].store_id) for j in top.tolist())
+                sent_without.update(int(sample.papers[int(rows[j])].store_id)
+                                    for j in np.lexsort((np.arange(len(base)), -base))[:10].tolist())
                 for j in rng.sample(top.tolist(), 5):
                     paper = sample.papers[int(rows[j])]
                     (liked if labels[j] else disliked).append(paper)
