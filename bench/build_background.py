@@ -10,8 +10,8 @@ benchmarks measure how they transfer to papers they have not seen.
   `digest.select.text`) and the mean title and abstract lengths. Terms found in fewer than --min-df
   papers are left out (a term the background lacks counts as unseen, the rarest there is). Rebuild it
   when the analyzer changes (text.ANALYZER_VERSION).
-- `digest/data/reference.npz`: the built-in text model's embeddings of REFERENCE_PAPERS of them
-  (float16), and the mean embedding of all of them. An interest's similarities are read against the
+- `digest/data/reference.npz`: the built-in text model's embeddings of every one of them (float16),
+  and their mean embedding. An interest's similarities are read against the
   reference papers (`digest.select.vectors`); rebuild it when the text model changes.
 """
 
@@ -36,7 +36,6 @@ from digest.select.neural import MODEL_NAME, load  # noqa: E402
 DEFAULT_DATA = os.environ.get("DIGEST_ARXIV_SAMPLE", "/work/shared/data/arxiv_sample.jsonl.gz")
 OUT = ROOT / "digest" / "data"
 RESERVED_BEFORE = date(2025, 6, 1)  # the same as bench/ranking.py's
-REFERENCE_PAPERS = 4000
 
 
 def reserved(path: str) -> list[tuple[int, str, str]]:
@@ -74,11 +73,10 @@ def main() -> None:
     print(f"{count} papers, {int((stats.df > 0).sum())} hashed terms, {kept} kept (df >= {args.min_df}): "
           f"background.npz {len(data) / 2**20:.2f} MiB")
     vectors = vectors_of(rows)
-    chosen = np.sort(np.random.default_rng(0).choice(len(rows), REFERENCE_PAPERS, replace=False))
     np.savez_compressed(args.out / "reference.npz", model=np.array(MODEL_NAME),
-                        mean=vectors.mean(axis=0).astype(np.float32), vectors=vectors[chosen].astype(np.float16))
+                        mean=vectors.mean(axis=0).astype(np.float32), vectors=vectors.astype(np.float16))
     size = (args.out / "reference.npz").stat().st_size
-    print(f"reference.npz: {REFERENCE_PAPERS} of {len(rows)} papers' embeddings, {size / 2**20:.2f} MiB")
+    print(f"reference.npz: {len(rows)} papers' embeddings, {size / 2**20:.2f} MiB")
 
 
 if __name__ == "__main__":

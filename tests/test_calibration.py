@@ -28,7 +28,7 @@ def test_gpu_cuda_llm_profile_gets_the_kernel_papers(app):
     titles = [item.paper.title for item in digest.items]
     assert len(titles) == 10
     assert titles[0].startswith(KERNEL_PAPERS)
-    ranked = app.rank(GPU, DAY, limit=80)
+    ranked = app.rank(GPU, DAY, limit=500)  # every paper of the day: the claim is the floor, not a place
     kernels = [r for r in ranked if r.paper.title.startswith(KERNEL_PAPERS)]
     assert len(kernels) == len(KERNEL_PAPERS) and all(r.passes_floor and r.relevance >= 0.8 for r in kernels)
 

@@ -72,14 +72,18 @@ def test_many_clicks_dominate(app):
     ada = app.roster().find("ada@example.org")
     quant = [p for p in app.store.all_papers() if about(p, "quantiz")]
     assert len(quant) >= 24
-    liked = quant[:16]
+    liked, others = quant[:16], {p.store_id for p in quant[16:]}
+    places = {r.paper.store_id: n for n, r in enumerate(app.rank(ada, DAY, limit=500))}
     before = sum(about(r.paper, "quantiz") for r in app.rank(ada, DAY))
     for paper in liked:
         app.feedback(ada.email, f"#{paper.store_id}", more=True)
     after = app.rank(ada, DAY)
     assert after[0].parts["feedback_share"] > 0.6
     assert not {p.store_id for p in liked} & {r.paper.store_id for r in after}
-    assert sum(about(r.paper, "quantiz") for r in after) >= max(4, before + 2)
+    assert sum(about(r.paper, "quantiz") for r in after) >= max(3, before + 2)
+    # (Ada has a quantization interest of her own, so the topic's papers start high: most of the others rise)
+    now = {r.paper.store_id: n for n, r in enumerate(app.rank(ada, DAY, limit=500))}
+    assert sum(now[i] < places[i] for i in others) >= 0.8 * len(others)
 
 
 def test_model_is_stored_and_learned_again_when_clicks_change(app):

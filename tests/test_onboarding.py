@@ -55,6 +55,11 @@ def embeddings(app, papers):
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
+def logit(p: float) -> float:
+    p = min(max(p, 1e-9), 1 - 1e-9)
+    return float(np.log(p / (1 - p)))
+
+
 def test_ratings_at_onboarding_change_the_first_digest(app):
     """Grace marks three offered GPU-kernel papers more, then two accelerator papers less: her first digest, composed
     through the app as a send composes it, is learned from the five clicks; the likes raise the papers nearest the
@@ -87,8 +92,9 @@ def test_ratings_at_onboarding_change_the_first_digest(app):
     after, rated = app.compose(grace, DAY, app.pool(DAY)).digest, relevance()
     assert [i.paper.store_id for i in after.items] != [i.paper.store_id for i in first.items]
     assert not {p.store_id for p in disliked} & {i.paper.store_id for i in after.items}
-    assert np.mean([liking[i] - start[i] for i in nearest(liked)]) > 0.02
-    assert np.mean([rated[i] - liking[i] for i in nearest(disliked)]) < -0.02
+    # (in log-odds: the papers nearest the liked ones may start near certainty, where a probability barely moves)
+    assert np.mean([logit(liking[i]) - logit(start[i]) for i in nearest(liked)]) > 2.0
+    assert np.mean([logit(rated[i]) - logit(liking[i]) for i in nearest(disliked)]) < -0.5
     again = choices(app, grace, DAY)
     assert [c.paper.store_id for c in again] == [c.paper.store_id for c in offered]
     assert {c.paper.store_id: c.mark for c in again if c.mark} == {

@@ -29,7 +29,7 @@ from .dense import InterestVectors
 from .pool import in_sorted
 
 PREFIX = "matches/"
-MATCHES_VERSION = 2  # bump when the scoring changes: every interest's matches are made again
+MATCHES_VERSION = 3  # bump when the scoring changes: every interest's matches are made again
 # log-odds: a paper is kept when its interest's log-odds reach the floor less this. A send's shortlists reach
 # DRIFT + TIE_MARGIN below the floor, so anything above that is slack: 1.0 kept 2.1 times as many papers (7.4 M
 # matches, 89 MB, for 10,000 generated readers at a week's window), each list rewritten every day.

@@ -36,14 +36,14 @@ SECTION_SURE, SECTION_WORDS = 2.0, 0.1
 # The fusion, fitted by bench/calibrate.py on profile set T (seed 1): per style of interest, the log-odds of relevance
 # are A + query × z_query + model × z_model + lexical × max(L, LEXICAL_FLOOR), the z's being `vectors.features`.
 FUSION = {
-    "keywords": (-2.372, 0.618, 0.452, 0.404),
-    "description": (-1.967, 0.433, 0.625, 0.525),
-    "both": (-2.473, 0.548, 0.476, 0.508),
+    "keywords": (-2.409, 0.462, 0.615, 0.389),
+    "description": (-2.011, 0.352, 0.708, 0.503),
+    "both": (-2.485, 0.451, 0.571, 0.500),
 }
 # A library: A + model × z_model + neighbours × z_neighbours + words × max(W, LEXICAL_FLOOR), W being the words'
 # calibration of a paper's score on the library papers' BM25F centroid, read in the library's own unit
 # (`library_words_feature`); fitted by bench/calibrate.py on libraries of 3, 5, 10 and 20 papers.
-LIBRARY_FUSION = (-3.232, 0.915, 0.127, 0.679)
+LIBRARY_FUSION = (-3.235, 0.912, 0.150, 0.673)
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,9 @@ unit length before cosines are taken; centring alone lifts a library's centroid 
 method measured to one of the best (BENCHMARKS.md, issue 26).
 
 An interest gets a `DenseProfile` once, when it is stored or first ranked, from its own words or
-library and the shipped reference papers only (`digest/data/reference.npz`: REFERENCE papers that no
-benchmark pool draws from), so it never depends on the day's papers or on the store's size:
+library and the shipped reference papers only (`digest/data/reference.npz`: the 7,471 arXiv papers of the sample
+listed before any benchmark pool's, which no pool draws from), so it never depends on the day's papers or on the
+store's size:
 
 - its query: the centred embedding of its words (keywords, then its description), or for a library
   the mean of its papers' centred embeddings;
@@ -54,15 +55,15 @@ CODE_MAX = 127.0  # int8 codes of vectors (see `exact_dot`)
 EXACT_BLOCK = 131_072
 WOODBURY_MAX = 64  # positives up to which the update is solved by the Woodbury identity (else directly)
 MAX_NEIGHBOURS = 500  # library papers kept for the neighbour signal (the most recently added)
-VERSION = "v4"  # a profile made by another version is made again
+VERSION = "v5"  # a profile made by another version is made again (v5: every reserved paper is a reference paper)
 
 
 @dataclass(frozen=True, eq=False)
 class Reference:
-    """The shipped reference papers: their raw embeddings, the mean embedding, and their centred unit rows."""
+    """The shipped reference papers: their mean embedding and their centred unit rows (their raw embeddings are
+    not kept: nothing reads them, and 7,471 rows are 11 MB)."""
 
     mean: np.ndarray
-    vectors: np.ndarray
     centred: np.ndarray
 
 
@@ -75,7 +76,7 @@ def reference() -> Reference:
             raise RuntimeError(f"reference.npz was built with {saved['model']}, not {MODEL_NAME}")
         mean = saved["mean"].astype(np.float32)
         vectors = saved["vectors"].astype(np.float32)
-    return Reference(mean, vectors, centred(vectors, mean))
+    return Reference(mean, centred(vectors, mean))
 
 
 def centred(vectors: np.ndarray, mean: np.ndarray | None = None) -> np.ndarray:
@@ -294,7 +295,7 @@ def _fit(positives: np.ndarray, ridge: tuple[float, float | None]) -> tuple[np.n
     penalty, weight = ridge
     mean = _features_mean()
     shifted = np.asarray(positives, dtype=np.float64) - mean
-    w = weight if weight is not None else len(reference().vectors) / max(len(shifted), 1)
+    w = weight if weight is not None else len(reference().centred) / max(len(shifted), 1)
     rhs = w * shifted.sum(axis=0)
     inverse = _inverse(penalty)
     if len(shifted) <= WOODBURY_MAX:
