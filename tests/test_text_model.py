@@ -95,6 +95,24 @@ def test_a_profile_is_stored_as_it_is_used():
 
 
 
+def test_a_profiles_statistics_are_those_of_its_scores_over_the_reference_papers():
+    """Each score's mean and spread, worked out from the reference papers' mean and covariance, are what the score
+    gives over the 7,471 rows themselves (a wrong covariance or a bias left out fails it)."""
+    model = load()
+    rows = vectors.reference().centred.astype(np.float64)
+    assert len(rows) == 7471
+    text = vectors.text_profile(model.embed(["KV cache compression, quantization"])[0])
+    library = vectors.library_profile(model.embed(["a paper on kernels", "another on compilers", "a third"]))
+    for profile in (text, library):
+        scores = {"query_stats": rows @ profile.query, "model_stats": rows @ profile.weights + profile.bias}
+        if profile.kind == "library":
+            scores["centre_stats"] = rows @ profile.centre
+        for name, values in scores.items():
+            mean, spread = getattr(profile, name)
+            assert abs(mean - values.mean()) < 1e-9 * max(1.0, abs(values.mean())) + 1e-9 * values.std(), name
+            assert abs(spread - 1e-6 - values.std()) < 1e-9 * values.std(), name
+
+
 def test_profiles_read_together_are_each_read_alone():
     """A send decodes its chunk's stored profiles together: each is what `from_bytes` reads alone, to the last bit,
     and a broken one among them is an error of its own (the others are read)."""
