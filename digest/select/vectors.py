@@ -340,7 +340,6 @@ def text_profile(vector: np.ndarray) -> DenseProfile:
 
 def library_profile(vectors: np.ndarray) -> DenseProfile:
     """The profile of a library, from its papers' raw embeddings (most recently added first)."""
-    ref = reference()
     rows = centred(np.asarray(vectors[:MAX_NEIGHBOURS], dtype=np.float32))
     centre = _half(rows.mean(axis=0))
     query = _half(centre / (np.linalg.norm(centre) or 1.0))
