@@ -95,6 +95,17 @@ def test_a_profile_is_stored_as_it_is_used():
 
 
 
+def test_the_reference_rows_are_centred_as_any_other_vector():
+    """The shipped rows, centred in place when loaded, are `centred()` of the file's rows, to the last bit."""
+    from importlib import resources
+
+    with resources.files("digest.data").joinpath("reference.npz").open("rb") as f, np.load(f) as saved:
+        rows, mean = saved["vectors"].astype(np.float32), saved["mean"].astype(np.float32)
+    loaded = vectors.reference()
+    assert np.array_equal(loaded.mean, mean)
+    assert np.array_equal(loaded.centred, vectors.centred(rows, mean))
+
+
 def test_a_profiles_statistics_are_those_of_its_scores_over_the_reference_papers():
     """Each score's mean and spread, worked out from the reference papers' mean and covariance, are what the score
     gives over the 7,471 rows themselves (a wrong covariance or a bias left out fails it)."""
