@@ -95,6 +95,29 @@ def test_a_profile_is_stored_as_it_is_used():
 
 
 
+def test_profiles_made_together_are_each_made_alone():
+    """An import makes its interests' profiles a block at a time (`text_profiles`): each is the profile of its text
+    made alone, to the last bit, whatever else shares its block and wherever it sits in it; and its model learns
+    from the reference papers nearest its query."""
+    model = load()
+    texts = ["KV cache compression", "protein folding with diffusion", "speech enhancement", "graph neural networks",
+             "KV cache compression", "robot grasping from demonstrations"]
+    raw = model.embed(texts)
+    together = vectors.text_profiles(raw)
+    shuffled = vectors.text_profiles(raw[::-1])[::-1]
+    for made in (together, shuffled):
+        for profile, vector in zip(made, raw, strict=True):
+            alone = vectors.text_profile(vector)
+            assert np.array_equal(profile.query, alone.query) and np.array_equal(profile.weights, alone.weights)
+            assert (profile.bias, profile.query_stats, profile.model_stats) == (alone.bias, alone.query_stats,
+                                                                                alone.model_stats)
+    rows = vectors.reference().centred
+    closeness = rows.astype(np.float64) @ together[0].query.astype(np.float64)
+    nearest = np.argsort(-closeness)[:vectors.PSEUDO_POSITIVES]
+    weights, _ = vectors._fit(rows[np.sort(nearest)], vectors.TEXT_RIDGE)  # noqa: SLF001
+    assert np.array_equal(vectors._half(weights), together[0].weights)  # noqa: SLF001
+
+
 def test_the_reference_rows_are_centred_as_any_other_vector():
     """The shipped rows, centred in place when loaded, are `centred()` of the file's rows, to the last bit."""
     from importlib import resources

@@ -38,7 +38,7 @@ from .vectors import (
     library_profile,
     profiles_from_bytes,
     text_key,
-    text_profile,
+    text_profiles,
 )
 
 if TYPE_CHECKING:
@@ -189,7 +189,7 @@ class DenseEmbedder:
 
             vectors = self.texts(todo)
             with threadpool_limits(limits=1, user_api="blas"):  # small products: threads would only spin
-                made = {keys[t]: text_profile(vector) for t, vector in zip(todo, vectors, strict=True)}
+                made = dict(zip([keys[t] for t in todo], text_profiles(vectors), strict=True))
             self._save(made)
             found.update(made)
         self._remember(found)  # (after this call's profiles are all in hand: remembering evicts the oldest)
