@@ -46,9 +46,10 @@ import numpy as np
 from .neural import DIM, MODEL_NAME
 
 PSEUDO_POSITIVES = 10  # reference papers nearest a query that its model learns from
-# `text_profiles`: queries whose nearest reference papers one product shortlists (256 × 7,471 closeness: 7.6 MB), and
+# `text_profiles`: queries whose nearest reference papers one product shortlists (64 × 7,471 closeness: 1.9 MB, its
+# argpartition 3.8 MB; 256 raised an import's peak by 44 MB), and
 # how many it shortlists for each before the nearest are chosen exactly (float32 errors move a closeness by ~1e-7)
-PROFILE_BLOCK = 256
+PROFILE_BLOCK = 64
 NEAREST_CANDIDATES = 64
 # (ridge penalty per reference paper, weight of each positive) of a text interest's model and of a library's
 # (None: the positives weigh as much as all the reference papers together); chosen on profile set T
@@ -348,11 +349,12 @@ def text_profiles(vectors: np.ndarray) -> list[DenseProfile]:
     chosen on closeness worked out again row by row in float64 (ties to the lower row), which does not depend on
     how many queries shared the product."""
     ref = reference()
-    queries = _half(centred(np.atleast_2d(vectors)))
+    vectors = np.atleast_2d(vectors)
     out = []
-    for lo in range(0, len(queries), PROFILE_BLOCK):
-        block = queries[lo:lo + PROFILE_BLOCK]
-        closeness = ref.centred @ block.T  # reference papers × queries (float32: only to shortlist)
+    for lo in range(0, len(vectors), PROFILE_BLOCK):
+        # (centred a block at a time: an import's thousands of interests are not copied all at once)
+        block = _half(centred(vectors[lo:lo + PROFILE_BLOCK]))
+        closeness = ref.centred @ block.T  # reference papers × queries, float32: only to shortlist
         shortlist = np.argpartition(-closeness, NEAREST_CANDIDATES - 1, axis=0)[:NEAREST_CANDIDATES]
         for j, query in enumerate(block):
             rows = np.sort(shortlist[:, j])
