@@ -172,9 +172,14 @@ def profiles_for(category: str, chosen: str, style: str, library: np.ndarray) ->
 Method = Callable[[Case, Profile], np.ndarray]  # a score per paper of the pool, higher = more relevant
 
 
+def best(scores: np.ndarray, k: int = 10) -> np.ndarray:
+    """The pool indices of the k best scores, best first (ties in pool order)."""
+    return np.lexsort((np.arange(len(scores)), -scores))[:k]
+
+
 def precision_ndcg(scores: np.ndarray, labels: np.ndarray, k: int = 10) -> tuple[float, float]:
     """P@k and nDCG@k of ranking by `scores` (ties in pool order)."""
-    order = np.lexsort((np.arange(len(scores)), -scores))[:k]
+    order = best(scores, k)
     gains = labels[order].astype(float)
     dcg = float((gains / np.log2(np.arange(2, len(gains) + 2))).sum())
     ideal = float((1 / np.log2(np.arange(2, min(k, int(labels.sum())) + 2))).sum())
@@ -546,10 +551,9 @@ def feedback_curve(sample: Sample, chosen: str, categories: Sequence[str], reade
                 signals = Signals(received=frozenset(sent_with), liked=tuple(liked), disliked=tuple(disliked))
                 scores = ours.score(case, profile, signals)
                 row_with.append(precision_ndcg(scores, labels)[0])
-                top = np.lexsort((np.arange(len(scores)), -scores))[:10]
+                top = best(scores)
                 sent_with.update(int(sample.papers[int(rows[j])].store_id) for j in top.tolist())
-                sent_without.update(int(sample.papers[int(rows[j])].store_id)
-                                    for j in np.lexsort((np.arange(len(base)), -base))[:10].tolist())
+                sent_without.update(int(sample.papers[int(rows[j])].store_id) for j in best(base).tolist())
                 for j in rng.sample(top.tolist(), 5):
                     paper = sample.papers[int(rows[j])]
                     (liked if labels[j] else disliked).append(paper)

@@ -47,8 +47,8 @@ from .neural import DIM, MODEL_NAME
 
 PSEUDO_POSITIVES = 10  # reference papers nearest a query that its model learns from
 # `text_profiles`: queries whose nearest reference papers one product shortlists (64 × 7,471 closeness: 1.9 MB, its
-# argpartition 3.8 MB; 256 raised an import's peak by 44 MB), and
-# how many it shortlists for each before the nearest are chosen exactly (float32 errors move a closeness by ~1e-7)
+# argpartition 3.8 MB; 256 raised an import's peak by 44 MB), and how many it shortlists for each before the nearest
+# are chosen exactly (float32 errors move a closeness by ~1e-7)
 PROFILE_BLOCK = 64
 NEAREST_CANDIDATES = 64
 # (ridge penalty per reference paper, weight of each positive) of a text interest's model and of a library's
@@ -80,19 +80,21 @@ def reference() -> Reference:
         if str(saved["model"]) != MODEL_NAME:  # pragma: no cover - bench/build_background.py keeps them in step
             raise RuntimeError(f"reference.npz was built with {saved['model']}, not {MODEL_NAME}")
         mean = saved["mean"].astype(np.float32)
-        rows = saved["vectors"].astype(np.float32)
-    # `centred(rows, mean)` in place: the same float32 operations, without two more copies of 11 MB at once
-    rows -= mean
-    norms = np.linalg.norm(rows, axis=-1, keepdims=True)
-    rows /= np.where(norms > 0, norms, 1.0)
+        rows = _centre(saved["vectors"].astype(np.float32), mean)  # (in the rows just read: 11 MB, not three times)
     return Reference(mean, rows)
 
 
 def centred(vectors: np.ndarray, mean: np.ndarray | None = None) -> np.ndarray:
-    """Rows minus the reference mean, scaled to unit length (float32)."""
-    shifted = np.asarray(vectors, dtype=np.float32) - (reference().mean if mean is None else mean)
-    norms = np.linalg.norm(shifted, axis=-1, keepdims=True)
-    return shifted / np.where(norms > 0, norms, 1.0)  # type: ignore[no-any-return]
+    """Rows minus the reference mean, scaled to unit length (float32, a new array)."""
+    return _centre(np.array(vectors, dtype=np.float32), reference().mean if mean is None else mean)
+
+
+def _centre(rows: np.ndarray, mean: np.ndarray) -> np.ndarray:
+    """`centred` in place on float32 rows (each step in the rows themselves: no copies of them)."""
+    rows -= np.asarray(mean, dtype=np.float32)
+    norms = np.linalg.norm(rows, axis=-1, keepdims=True)
+    rows /= np.where(norms > 0, norms, 1.0)
+    return rows
 
 
 @cache
