@@ -296,6 +296,33 @@ def test_the_best_of_each_kind_taken_apart_keeps_what_masking_the_other_kind_kep
                 assert np.array_equal(masked, apart), (k, kind)
 
 
+def test_a_batchs_split_of_recent_and_old_candidates_keeps_what_each_kind_apart_keeps():
+    """`_top_split` (what a batch keeps of each row: the best recent papers and, apart, the best old ones) keeps
+    what `_top_near` keeps on each kind's columns alone, whichever way it takes (no old paper, a few, most, all):
+    ties, rows with nothing finite, k of 0, k past the row."""
+    from digest.select import SelectSettings
+    from digest.select.batch import _top_near, _top_split
+    from digest.select.rank import candidate_window
+
+    settings = SelectSettings()
+    rng = np.random.default_rng(11)
+    ways = set()
+    for _ in range(400):
+        rows, cols = int(rng.integers(1, 6)), int(rng.integers(1, 60))
+        key = np.round(rng.normal(size=(rows, cols)), 1)  # (rounded: ties)
+        sure = np.where(rng.random((rows, cols)) < 0.6, key, -np.inf)
+        near = np.where(np.isfinite(sure) | (rng.random((rows, cols)) < 0.3), key, -np.inf)
+        old = rng.random(cols) < rng.choice([0.0, 0.05, 0.2, 0.6, 1.0])
+        ways.add(0 if not old.any() else 1 if 4 * old.sum() <= cols else 2)
+        for k in (0, 1, 3, 10, 80):
+            apart = np.zeros((rows, cols), dtype=bool)
+            for kind, wanted in ((~old, k), (old, min(candidate_window(int(settings.trending_again)), cols))):
+                apart[:, kind] = _top_near(sure[:, kind], near[:, kind], wanted)
+            assert np.array_equal(_top_split(sure.copy(), near.copy(), k, old, settings), apart), (k, old.sum())
+        assert np.array_equal(_top_split(sure.copy(), near.copy(), 5, None, settings), _top_near(sure, near, 5))
+    assert ways == {0, 1, 2}  # every path taken
+
+
 def test_each_subscribers_best_interest_value_is_the_largest_of_their_rows_and_the_first_on_ties():
     """`_best` (the ranking's per-subscriber best log-odds) takes the same values as `_best_interest`, which also says
     which interest gives them, and as a plain max over each subscriber's rows: ties, -inf, zeros of either sign (equal

@@ -571,13 +571,7 @@ def _candidate_chunk(run: _Run, start: int, end: int, k: int, signals: Mapping[s
         if len(run.blocked[r]):
             sure[n, run.blocked[r]] = -np.inf
             near[n, run.blocked[r]] = -np.inf
-    if run.old is None:
-        kept = _top_near(sure, near, k)
-    else:  # the best of each kind: old papers cannot crowd recent ones out of a digest's candidates
-        old_k = min(candidate_window(int(run.settings.trending_again)), len(run.pool))
-        kept = np.zeros(sure.shape, dtype=bool)
-        for columns, wanted in ((np.flatnonzero(~run.old), k), (np.flatnonzero(run.old), old_k)):
-            kept[:, columns] = _top_near(sure[:, columns], near[:, columns], wanted)
+    kept = _top_split(sure, near, k, run.old, run.settings)
     which = _sections(kept, raw, logit, run.plan.refs[lo:hi], first, counts)
     _scored(run, lo, rows, first, counts, kept, _Kept(raw, logit, parts, vectors, lexical, best, which, learned),
             dict(zip(with_model, share.tolist(), strict=True)), signals, out)
@@ -607,6 +601,34 @@ def _sections(kept: np.ndarray, raw: np.ndarray, logit: np.ndarray, refs: np.nda
         best[more[better]], chosen[more[better]] = candidate[better], j
     which[row, paper] = chosen
     return which
+
+
+def _top_split(sure: np.ndarray, near: np.ndarray, k: int, old: np.ndarray | None,
+               settings: SelectSettings) -> np.ndarray:
+    """`_top_near` of each kind apart, recent papers (k) and old ones (`candidate_window(trending_again)`), when a
+    digest takes a quota of old papers: old papers cannot crowd recent ones out of a digest's candidates. May
+    overwrite `sure` and `near`.
+
+    A window with no old paper (the usual day) is one pass. With a few old papers, the recent papers' pass runs on
+    the whole rows with the old columns at -inf rather than on a copy of the recent columns (rows × window, twice):
+    it keeps the same papers (a -inf is never among the k best or near them, and a row with fewer than k sure
+    papers keeps every near one either way). Measured on 39 rows × 7,000 papers: 5.8 -> 4.5 ms with none old,
+    7.8 -> 6.3 with 50; with half of them old, copies of each half cost less, and are kept."""
+    columns = np.flatnonzero(old) if old is not None else np.zeros(0, dtype=np.int64)
+    if not len(columns):
+        return _top_near(sure, near, k)
+    old_k = min(candidate_window(int(settings.trending_again)), sure.shape[1])
+    if 4 * len(columns) > sure.shape[1]:
+        kept = np.zeros(sure.shape, dtype=bool)
+        for kind, wanted in ((np.flatnonzero(~old), k), (columns, old_k)):  # type: ignore[operator]
+            kept[:, kind] = _top_near(sure[:, kind], near[:, kind], wanted)
+        return kept
+    kept_old = _top_near(sure[:, columns], near[:, columns], old_k)
+    sure[:, columns] = -np.inf
+    near[:, columns] = -np.inf
+    kept = _top_near(sure, near, k)
+    kept[:, columns] = kept_old
+    return kept
 
 
 def _top_near(sure: np.ndarray, near: np.ndarray, k: int) -> np.ndarray:
