@@ -660,25 +660,35 @@ def _scored(run: _Run, lo: int, rows: np.ndarray, first: np.ndarray, counts: np.
             columns: np.ndarray | None = None) -> None:
     """Each subscriber's `Scored` on the papers `kept` marks (subscribers × papers).
 
-    What every digest needs is taken for the whole chunk at once, row by row (boolean indexing reads
-    row-major), and each subscriber gets slices of it: their papers, and their interests' rows, reshaped.
-    The relevance is computed here with the same arithmetic as `Scored` would, so it is the same. `columns`:
-    each row's own pool indices (subscribers × papers, `stored.candidates`), when the chunk's are not the pool's.
+    What every digest needs is taken for the whole chunk at once, row by row, and each subscriber gets slices of
+    it: their papers, and their interests' rows, reshaped. The kept entries are found once (`flatnonzero`, in the
+    row-major order boolean indexing reads) and every array is gathered at them, rather than each array scanned
+    under a mask as wide as the window (39 rows × 7,000 papers: 0.97 -> 0.10 ms a chunk, the same values). The
+    relevance is computed here with the same arithmetic as `Scored` would, so it is the same. `columns`: each
+    row's own pool indices (subscribers × papers, `stored.candidates`), when the chunk's are not the pool's.
     """
-    sizes = np.count_nonzero(kept, axis=1)
+    width = kept.shape[1]
+    flat = np.flatnonzero(kept)
+    owner = flat // width
+    sizes = np.bincount(owner, minlength=len(rows))
     ends = np.cumsum(sizes).tolist()
-    papers = np.nonzero(kept)[1] if columns is None else columns[kept]
-    which, lexical = chunk.which[kept], chunk.lexical[kept]
-    relevance, lexical_relevance = sigmoid(chunk.blended[kept]), sigmoid(lexical)
-    by_interest = kept[np.repeat(np.arange(len(rows)), counts)]  # each interest row: its subscriber's papers
-    raw, logit = chunk.raw[by_interest], chunk.logit[by_interest]
+    at_column = flat - owner * width
+    papers = at_column if columns is None else columns.ravel()[flat]
+    which, lexical = chunk.which.ravel()[flat], chunk.lexical.ravel()[flat]
+    relevance, lexical_relevance = sigmoid(chunk.blended.ravel()[flat]), sigmoid(lexical)
+    interests = int(counts.sum())
+    lengths = np.repeat(sizes, counts)  # each interest row: its subscriber's kept papers, in their order
+    starts = np.repeat(np.cumsum(sizes) - sizes, counts)
+    at = np.arange(int(lengths.sum())) + np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+    entries = np.repeat(np.arange(interests), lengths) * width + at_column[at]
+    raw, logit = chunk.raw.ravel()[entries], chunk.logit.ravel()[entries]
 
-    interest_ends = np.cumsum(np.repeat(sizes, counts)).tolist()
+    interest_ends = np.cumsum(lengths).tolist()
     learned = chunk.learned[0][kept[list(shares)]] if shares else None
     rocchio = chunk.learned[1][kept[list(shares)]] if shares else None
     model_ends = dict(zip(shares, np.cumsum(sizes[list(shares)]).tolist(), strict=True))
-    refs = run.plan.refs[lo:lo + len(by_interest)].tolist()
-    compiled = run.plan.compiled(lo, lo + len(by_interest))
+    refs = run.plan.refs[lo:lo + interests].tolist()
+    compiled = run.plan.compiled(lo, lo + interests)
     for n, (r, a, count, size, end) in enumerate(zip(rows.tolist(), first.tolist(), counts.tolist(),
                                                       sizes.tolist(), ends, strict=True)):
         at = slice(end - size, end)
