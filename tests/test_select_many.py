@@ -252,7 +252,8 @@ def test_store_ids_map_to_pool_positions_as_the_dictionary_does(app):
 def test_candidates_are_the_same_however_the_batch_is_chunked(app, monkeypatch):
     """`candidates` scores a batch in chunks of subscribers sized to DETAIL_FLOATS; each row is computed alone, so
     chunks of 1, 7 or the whole batch (and the default, here forced small) give the same candidates and scores; so
-    do the exact products' blocks of rows, wherever they fall between the words' rows and the libraries'."""
+    do the exact products' blocks of rows, wherever they fall between the words' rows and the libraries', and
+    the text model's products made for several chunks at once (PRODUCT_INTERESTS) or for each alone."""
     from digest.select import batch
 
     pool = app.pool(DAY)
@@ -265,6 +266,16 @@ def test_candidates_are_the_same_however_the_batch_is_chunked(app, monkeypatch):
     whole = found(chunk=len(subs))
     assert sum(c is not None for c in whole) > 30
     assert found(chunk=1) == whole and found(chunk=7) == whole
+    together = []
+    made_together = batch._made_together
+    monkeypatch.setattr(batch, "_made_together", lambda run, group: together.append(len(group))
+                        or made_together(run, group))
+    for most in (1, 5, 30):  # each chunk's own product; groups of a few chunks, split where they would pass it
+        monkeypatch.setattr(batch, "PRODUCT_INTERESTS", most)
+        together.clear()
+        assert found(chunk=3) == whole
+        assert (max(together) > 1) == (most > 1) and len(together) > 1, (most, together)
+    monkeypatch.undo()
     monkeypatch.setattr(batch, "DETAIL_FLOATS", 1)  # the default: chunks of 8
     assert found() == whole
     from digest.select import vectors

@@ -160,13 +160,15 @@ def directions(interests: Sequence[Interest], vectors: Sequence[InterestVectors]
 
 
 def fuse(lexical: np.ndarray, interests: Sequence[Interest], vectors: Sequence[InterestVectors],
-         pool: Pool, index: Index, columns: np.ndarray | None = None, fused: Directions | None = None) -> np.ndarray:
+         pool: Pool, index: Index, columns: np.ndarray | None = None, fused: Directions | None = None,
+         product: np.ndarray | None = None) -> np.ndarray:
     """Each interest's log-odds of relevance (interests × papers, before its weight): its words' fusion and its
     library's, the larger of the two (`columns`: only these papers of the pool).
 
     `lexical` is the words' calibrated log-odds (`calibrate` without the weight), NO_MATCH for no words. The
     text model's part is one exact matrix product of the interests' directions (`fused`: `directions` of these
-    interests, when the caller made them) with the papers' codes."""
+    interests, when the caller made them) with the papers' codes (`product`: that product in float32, when the
+    caller made it too)."""
     found, consts, weights, text, library = directions(interests, vectors) if fused is None else fused
     every = len(text) == len(lexical)  # (every interest has words: `text` is every row, in order)
     dense = None
@@ -179,7 +181,7 @@ def fuse(lexical: np.ndarray, interests: Sequence[Interest], vectors: Sequence[I
             words *= weights[rows, None]
             block[:len(words)] += words
 
-        dense = exact_dot(found, pool.dense_codes(columns), then=finish)
+        dense = exact_dot(found, pool.dense_codes(columns), then=finish, product=product)
         if library:
             dense[len(text):] += library_words(pool, index, [vectors[n] for n in library], columns)
         if every and not library:  # nothing else to combine
@@ -389,16 +391,18 @@ def section_keys(logits: np.ndarray, raw: np.ndarray, units: Sequence[float] | n
 
 def interest_logits(pool: Pool, index: Index, interests: Sequence[Interest], raw: np.ndarray, units: np.ndarray,
                     vectors: Sequence[InterestVectors] | None, columns: np.ndarray | None = None,
-                    words: np.ndarray | None = None, fused: Directions | None = None) -> np.ndarray:
+                    words: np.ndarray | None = None, fused: Directions | None = None,
+                    product: np.ndarray | None = None) -> np.ndarray:
     """Every interest's log-odds of relevance (interests × papers): the words' calibration alone without the
     text model (`vectors` None), the fusion with it; the interest's weight in, followed authors' papers raised.
-    `words`: `calibrate(raw, units[:, None])`, when the caller has it; `fused`: `directions(interests, vectors)`."""
+    `words`: `calibrate(raw, units[:, None])`, when the caller has it; `fused`: `directions(interests, vectors)`
+    (`product`: its codes' product with the pool's, see `fuse`)."""
     weights = np.array([i.weight for i in interests], dtype=np.float64)[:, None]
     if vectors is None:
         logits = calibrate(raw, units[:, None], weights)
     else:
         logits = fuse(calibrate(raw, units[:, None]) if words is None else words, interests, vectors, pool, index,
-                      columns, fused)
+                      columns, fused, product)
         logits += np.log(weights)
         np.maximum(logits, NO_MATCH, out=logits)
     return followed(pool, interests, logits, columns)

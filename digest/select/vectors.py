@@ -126,7 +126,8 @@ def codes(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def exact_dot(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray],
-              then: Callable[[slice, np.ndarray], object] | None = None) -> np.ndarray:
+              then: Callable[[slice, np.ndarray], object] | None = None,
+              product: np.ndarray | None = None) -> np.ndarray:
     """The dot products of rows of `a` with rows of `b`, both `codes` (rows of a × rows of b, float64).
 
     Every partial sum of two int8 codes' products is an integer below 2**24 (127 × 127 × 384), which float32
@@ -134,8 +135,10 @@ def exact_dot(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]
     scores are the same in a batch of thousands as alone. The scaling runs EXACT_BLOCK values' rows at a time, and
     `then(rows, block)` (if given) finishes each block of rows in place while it is still in the core's cache: a
     batch's thousands of rows × a window of papers in float64 are tens of megabytes, and each pass over all of
-    them went out to memory and back."""
-    product = a[0] @ b[0].T
+    them went out to memory and back. `product`: `a[0] @ b[0].T` when the caller made it (with more rows at once:
+    the same integers)."""
+    if product is None:
+        product = a[0] @ b[0].T
     out = np.empty(product.shape)
     step = max(1, EXACT_BLOCK // max(out.shape[1], 1))
     for lo in range(0, len(out), step):
