@@ -261,10 +261,14 @@ def _prepare(run: _Run, start: int, end: int,
     raw, models = plan.raw(run.index, lo, hi), _models(run, rows)
     if not run.dense:
         return _Prepared(raw, models=models)
-    vectors, fused, product = made if made is not None else (plan.vectors(run.pool, lo, hi), None, None)
-    words = calibrate(raw, plan.refs[lo:hi][:, None])
-    return _Prepared(raw, vectors, words, fused if fused is not None else directions(plan.interests[lo:hi], vectors),
-                     models, product)
+    vectors, fused, product = made if made is not None else (*_profiles(run, lo, hi), None)
+    return _Prepared(raw, vectors, calibrate(raw, plan.refs[lo:hi][:, None]), fused, models, product)
+
+
+def _profiles(run: _Run, lo: int, hi: int) -> tuple[list[InterestVectors], Directions]:
+    """Interests lo..hi's profiles in the text model's space and their fused directions."""
+    vectors = run.plan.vectors(run.pool, lo, hi)
+    return vectors, directions(run.plan.interests[lo:hi], vectors)
 
 
 def _product_groups(run: _Run, spans: Sequence[tuple[int, int]]) -> list[list[tuple[int, int]]]:
@@ -284,7 +288,7 @@ def _product_groups(run: _Run, spans: Sequence[tuple[int, int]]) -> list[list[tu
 
 def _made_together(run: _Run, group: Sequence[tuple[int, int]],
                    ) -> dict[tuple[int, int], tuple[list[InterestVectors], Directions, np.ndarray]]:
-    """Each chunk's interests' profiles and fused directions (as `_prepare` makes them, chunk by chunk in order),
+    """Each chunk's interests' profiles and fused directions (`_profiles`, chunk by chunk in order, as `_prepare`),
     and their codes' products with the pool's made in one product: the same integers in float32, row by row."""
     if not run.dense or len(group) < 2:
         return {}
@@ -292,8 +296,7 @@ def _made_together(run: _Run, group: Sequence[tuple[int, int]],
     for start, end in group:
         lo, hi = int(run.plan.first_interest[start]), int(run.plan.first_interest[end])
         if hi > lo:
-            vectors = run.plan.vectors(run.pool, lo, hi)
-            made[(start, end)] = (vectors, directions(run.plan.interests[lo:hi], vectors))
+            made[(start, end)] = _profiles(run, lo, hi)
     if not made:
         return {}
     rows = [fused[0][0] for _, fused in made.values()]
