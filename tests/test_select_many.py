@@ -135,14 +135,22 @@ def test_similarity_of_a_large_pool_is_the_full_products_to_the_last_bit(app, mo
     exact = (every @ every.T).toarray()
     full = exact.astype(np.float32)  # as kept and handed out (pool.SIMILARITY)
     rng = np.random.default_rng(5)
+    assert np.array_equal(exact, exact.T)  # each pair summed in one order whichever paper is the row
+    def cross(left, right):  # in float64, as summed
+        return index._cross(left, right, out=np.empty((len(left), len(right))))
+
     for size in (0, 1, 2, 7, 40, len(pool)):
         picks_ = rng.choice(len(pool), size, replace=False)
-        assert np.array_equal(index._similarity_of(picks_), full[picks_[:, None], picks_])
-        others = rng.choice(len(pool), 9, replace=False)  # (`hold_similarity`'s blocks: the left papers' terms)
-        assert np.array_equal(index._product(picks_, others), exact[picks_[:, None], others])
-    with monkeypatch.context() as patched:  # a scipy without its C routines where `_gram` finds them: the same
+        assert np.array_equal(cross(picks_, picks_), exact[picks_[:, None], picks_])
+        assert np.array_equal(index._cross(picks_, picks_), full[picks_[:, None], picks_])
+        others = rng.choice(len(pool), 9, replace=False)  # (`hold_similarity`'s blocks, a digest's papers not held)
+        assert np.array_equal(cross(picks_, others), exact[picks_[:, None], others])
+        assert np.array_equal(cross(others, picks_), exact[others[:, None], picks_])
+    with monkeypatch.context() as patched:  # a few rows at a time; a scipy without the C routines `_cross_product` uses
+        patched.setattr(pool_module, "CROSS_ROWS", 3)
+        assert np.array_equal(cross(picks_, others), exact[picks_[:, None], others])
         patched.setattr(pool_module, "_sparsetools", None)
-        assert np.array_equal(index._similarity_of(picks_), full[picks_[:, None], picks_])
+        assert np.array_equal(cross(picks_, others), exact[picks_[:, None], others])
     subs, signals = subscribers(30, pool.papers, random.Random(7))
     small = select_many(pool, subs, day=DAY, settings=app.settings, signals=signals)
     monkeypatch.setattr(pool_module, "SIMILARITY_MATRIX_LIMIT", 10)
@@ -155,6 +163,7 @@ def test_similarity_of_a_large_pool_is_the_full_products_to_the_last_bit(app, mo
     assert np.array_equal(held._held[:10, :10], full[held._members[:, None], held._members])
 
     monkeypatch.setattr(pool_module, "SIMILARITY_MATRIX_LIMIT", 25)
+    monkeypatch.setattr(pool_module, "CROSS_ROWS", 4)  # the new papers compared a few at a time
     index = app.pool(DAY).index(app.settings.title_weight)
     index.hold_similarity(np.array([3, 3, 3, 9, 9, 1]))  # the most repeated first
     assert index._members.tolist() == [3, 9, 1]
@@ -165,8 +174,12 @@ def test_similarity_of_a_large_pool_is_the_full_products_to_the_last_bit(app, mo
     for size in (1, 5, 12):
         inside = rng.choice(members, size, replace=False)
         assert np.array_equal(index.similarity_among(inside), full[inside[:, None], inside])
-        mixed = np.concatenate([inside, np.setdiff1d(np.arange(len(pool)), members)[:3]])
+        outside = np.setdiff1d(np.arange(len(pool)), members)
+        mixed = rng.permutation(np.concatenate([inside, outside[:3]]))  # held and not, in any order
         assert np.array_equal(index.similarity_among(mixed), full[mixed[:, None], mixed])
+        assert np.array_equal(index.similarity_among(outside[:size]), full[outside[:size, None], outside[:size]])
+    fresh = app.pool(DAY).index(app.settings.title_weight)  # nothing held yet
+    assert np.array_equal(fresh.similarity_among(mixed), full[mixed[:, None], mixed])
 
 
 def test_an_index_numbers_the_pools_columns_as_sorting_them_does(app):
@@ -184,7 +197,9 @@ def test_an_index_numbers_the_pools_columns_as_sorting_them_does(app):
     assert np.array_equal(index.cols, cols) and index.cols.dtype == cols.dtype
     rows = sp.csr_matrix((weights.data, np.searchsorted(cols, weights.indices), weights.indptr),
                          shape=(weights.shape[0], len(cols)))
+    rows.sort_indices()  # (each paper's terms ascending: `Index._cross`)
     assert (index._paper_rows != rows).nnz == 0 and np.array_equal(index._paper_rows.indices, rows.indices)
+    assert np.array_equal(index._paper_rows.data, rows.data)
     assert (index.matrix != rows.tocsc()).nnz == 0
     table = np.full(N_FEATURES, -1, dtype=np.int32)
     table[cols] = np.arange(len(cols))

@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 
 try:
-    from scipy.sparse import _sparsetools  # the C routines of its products (`_gram`)
+    from scipy.sparse import _sparsetools  # the C routines of its products (`_cross_product`)
 except ImportError:  # pragma: no cover - a scipy that moved them: its public product instead
     _sparsetools = None
 
@@ -36,6 +36,7 @@ SIMILARITY_MATRIX_LIMIT = 2048
 # Papers' similarity as kept and handed out: float32 (half the memory: a week's window held 32 MB of pairs in float64).
 # Every path rounds the same float64 sums to it, kept or computed now, so a digest weighs the same values either way.
 SIMILARITY = np.float32
+CROSS_ROWS = 256  # `_cross_product` works out this many rows at a time (256 × 2,048 held papers: 8 MB of room)
 MEMO_FLOATS = 25_000_000  # at most this many floats (200 MB) of per-interest scores are kept per pool
 MEMO_ENTRIES = 100_000  # memoised values a long run keeps between batches
 # Scored query units kept between batches, as floats (20 MB): each unit is a row of pool-length floats, so a pool
@@ -85,6 +86,10 @@ class Index:
         self._lookup[self.cols] = np.arange(len(self.cols), dtype=np.int32)
         local = sp.csr_matrix((weights.data, self._lookup[weights.indices], weights.indptr),
                               shape=(weights.shape[0], len(self.cols)))
+        # each paper's terms in ascending order (the by-term matrix and every unit's scores are the same either way):
+        # two papers' similarity is then summed over their common terms in one order whichever of the two is the
+        # row, so a pair has one value however it is worked out (`_cross`)
+        local.sort_indices()
         self.matrix = local.tocsc()
         self._paper_rows = local  # the same, a row per paper (`scores_on` slices papers from it)
         # each paper's Euclidean length: `unit_length_rows` scales rows to unit length when similarity asks
@@ -104,7 +109,6 @@ class Index:
         self._slot: np.ndarray | None = None  # a large pool: each paper's row of `_held` (-1: not held)
         self._held = np.zeros((0, 0), dtype=SIMILARITY)  # held × held papers, their similarity (rows in `_slot` order)
         self._members = np.zeros(0, dtype=np.int64)  # the held papers, in `_held`'s order
-        self._renumber: np.ndarray | None = None  # scratch: a pool column's number among some papers' terms
         self._scratch: np.ndarray | None = None  # scratch: a pool column's number among some units' terms (or -1)
         self._kept: tuple[dict[str, int], np.ndarray, np.ndarray] | None = None  # `keep_scores`
 
@@ -239,7 +243,7 @@ class Index:
 
     def _unit_rows_arrays(self, papers: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """`unit_length_rows` as bare CSR arrays (indptr, pool columns, values), without the matrix around them
-        (`_similarity_of`'s few dozen papers: its construction's checks cost more than the values)."""
+        (`_cross`'s few dozen papers: its construction's checks cost more than the values)."""
         rows = self._paper_rows
         starts = rows.indptr[papers]
         lengths = rows.indptr[papers + 1] - starts
@@ -248,29 +252,45 @@ class Index:
         at = np.arange(indptr[-1]) + np.repeat(starts - indptr[:-1], lengths)
         return indptr, rows.indices[at], rows.data[at] / np.repeat(self._norms[papers], lengths)
 
-    def _similarity_of(self, picks: np.ndarray) -> np.ndarray:
-        """The papers' pairwise similarity computed now: their rows with their terms numbered among themselves.
+    def _cross(self, left: np.ndarray, right: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """Similarity of each `left` paper (rows) with each `right` one, worked out now (into `out`, or a new
+        SIMILARITY array): the left papers' terms that some right paper has, numbered among the right papers' terms,
+        and `_cross_product` on bare arrays.
 
-        `rows @ rows.T` on the pool's own columns turned the transpose into a row-major matrix with one row per
-        column of the pool (400,000 in a week's window) on every call: most of the call's time, for a few dozen
-        papers. Renumbered, the same products are summed in the same order (each row's terms keep theirs), so
-        the values are the same to the last bit. `_gram` runs the product on bare arrays.
-        """
-        indptr, cols, data = self._unit_rows_arrays(picks)
-        if self._renumber is None:
-            self._renumber = np.zeros(self._paper_rows.shape[1], dtype=np.int64)
-        self._renumber[cols] = np.arange(len(cols))  # a term repeated takes one number
-        return _gram((indptr, self._renumber[cols], data), len(cols)).astype(SIMILARITY)
+        Every value is the sum over the pair's common terms in ascending order (rows sorted in `__init__`), as the
+        pool-wide product `rows @ rows.T` sums it: the same to the last bit, and the same whichever paper is the row
+        (so a pair's value worked out once serves both (i, j) and (j, i)). Numbered among the pair's own terms
+        rather than the pool's columns: a product over a week's 400,000 columns converted a matrix of that many rows
+        on every call, most of the call's time for a few dozen papers."""
+        l_ptr, l_cols, l_data = self._unit_rows_arrays(left)
+        r_ptr, r_cols, r_data = self._unit_rows_arrays(right)
+        if self._scratch is None:
+            self._scratch = np.full(len(self.cols), -1, dtype=np.int64)
+        table = self._scratch
+        table[r_cols] = np.arange(len(r_cols))  # a term repeated takes one number (the last written)
+        r_local, l_local = table[r_cols], table[l_cols]
+        table[r_cols] = -1
+        keep = l_local >= 0
+        l_ptr = np.concatenate([[0], np.cumsum(keep)])[l_ptr]  # each left row's first kept entry
+        out = np.empty((len(left), len(right)), dtype=SIMILARITY) if out is None else out
+        _cross_product((l_ptr, l_local[keep], l_data[keep]), (r_ptr, r_local, r_data), len(r_cols), out)
+        return out
 
     def similarity_among(self, picks: np.ndarray) -> np.ndarray:
         """Cosine similarity between each pair of the given papers (a small pool keeps every pair; a large one the
-        pairs of the papers `hold_similarity` was given, others are computed now)."""
+        pairs of the papers `hold_similarity` was given, and the pairs of the others are worked out now)."""
         if self.matrix.shape[0] > SIMILARITY_MATRIX_LIMIT:
-            if self._slot is not None:
-                at = self._slot[picks]
-                if len(at) and at.min() >= 0:
-                    return self._held[at[:, None], at]
-            return self._similarity_of(picks)
+            at = self._slot[picks] if self._slot is not None else np.full(len(picks), -1)
+            missing = at < 0
+            if not missing.any():
+                return self._held[at[:, None], at]
+            out = np.empty((len(picks), len(picks)), dtype=SIMILARITY)
+            inside = np.flatnonzero(~missing)
+            out[inside[:, None], inside] = self._held[at[inside][:, None], at[inside]]
+            fresh = self._cross(picks, picks[missing])  # every pick × the papers not held
+            out[:, missing] = fresh
+            out[missing, :] = fresh.T  # (a pair's value is the same either way round: `_cross`)
+            return out
         if self._similarity is None:
             rows = self.unit_length_rows(np.arange(len(self._norms)))
             self._similarity = np.asarray((rows @ rows.T).toarray()).astype(SIMILARITY)
@@ -282,9 +302,9 @@ class Index:
         rather than a small one per digest (a digest's few dozen candidates cost a third of a millisecond, most of
         it the product's set-up, and a week's window brings the same papers up in thousands of digests).
 
-        Each value is the sum over the two papers' common terms in the row paper's order, as in the pool-wide
-        product (`similarity_among` of a small pool) and in `_similarity_of`: the same to the last bit (each kept
-        as SIMILARITY, rounded alike on every path)."""
+        Each value is the sum over the two papers' common terms in ascending order, as in the pool-wide product
+        (`similarity_among` of a small pool) and in `_cross`: the same to the last bit (each kept as SIMILARITY,
+        rounded alike on every path)."""
         n = self.matrix.shape[0]
         held = len(self._members)
         if n <= SIMILARITY_MATRIX_LIMIT or held >= SIMILARITY_MATRIX_LIMIT or not len(papers):
@@ -297,56 +317,47 @@ class Index:
             return
         new = found[unheld][np.argsort(-counts[unheld], kind="stable")][:SIMILARITY_MATRIX_LIMIT - held]
         members = np.concatenate([self._members, new])
-        block = self._product(new, members)  # new × (held, then new)
-        # the held × new values summed in the held paper's order of terms, as the pool-wide product has them (a row's
-        # terms are not in ascending order, so a pair's value depends, in its last bit, on which paper is the row)
-        above = self._product(self._members, new) if held else np.zeros((0, len(new)))
         if len(members) > len(self._held):
             grown = np.zeros((min(max(2 * len(self._held), len(members), 256), SIMILARITY_MATRIX_LIMIT),) * 2,
                              dtype=SIMILARITY)
             grown[:held, :held] = self._held[:held, :held]
             self._held = grown
-        self._held[held:len(members), :len(members)] = block
-        self._held[:held, held:len(members)] = above
+        self._cross(new, members, out=self._held[held:len(members), :len(members)])  # new × (held, then new)
+        self._held[:held, held:len(members)] = self._held[held:len(members), :held].T  # (the same either way round)
         self._slot[new] = np.arange(held, len(members))
         self._members = members
 
-    def _product(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
-        """Similarity of each `left` paper (rows) with each `right` one, on the left papers' terms renumbered."""
-        a, b = self.unit_length_rows(left), self.unit_length_rows(right)
-        terms = np.unique(a.indices)
-        table = np.full(len(self.cols), -1, dtype=np.int64) if self._scratch is None else self._scratch
-        self._scratch = table
-        table[terms] = np.arange(len(terms))
-        local = table[b.indices]
-        keep = local >= 0
-        starts = np.concatenate([[0], np.cumsum(keep)])[b.indptr]
-        mine = sp.csr_matrix((a.data, table[a.indices], a.indptr), shape=(len(left), len(terms)))
-        theirs = sp.csr_matrix((b.data[keep], local[keep], starts), shape=(len(right), len(terms)))
-        table[terms] = -1
-        return np.asarray((mine @ theirs.T).toarray())
 
-
-def _gram(rows: tuple[np.ndarray, np.ndarray, np.ndarray], columns: int) -> np.ndarray:
-    """rows @ rowsᵀ as a dense array, the rows given as CSR arrays (indptr, column numbers below `columns`,
-    values), by the C routines `scipy.sparse`'s own product calls (`csr_tocsc` for the transpose, `csr_matmat`),
-    so each value is summed in the same order, the row's: the same to the last bit as `csr_matrix(rows) @
-    csr_matrix(rows).T`. Without the matrices built and checked around them, a digest's similarity among its
-    20 candidates costs half (0.41 → 0.18 ms a call on a week's window). For a few dozen rows only: the result
-    is made room for as if every pair shared a term."""
-    n = len(rows[0]) - 1
-    indptr, cols, data = rows[0].astype(np.int64), rows[1].astype(np.int64), rows[2]
+def _cross_product(left: tuple[np.ndarray, np.ndarray, np.ndarray], right: tuple[np.ndarray, np.ndarray, np.ndarray],
+                   columns: int, out: np.ndarray) -> None:
+    """left @ rightᵀ into `out` (dense, its own dtype), each side given as CSR arrays (indptr, column numbers below
+    `columns`, values), by the C routines `scipy.sparse`'s own product calls (`csr_tocsc` for the transpose,
+    `csr_matmat`), so each value is summed in the same order, the left row's: the same to the last bit as
+    `csr_matrix(left) @ csr_matrix(right).T`. Without the matrices built and checked around them, a digest's
+    similarity among its 20 candidates costs half (0.41 → 0.18 ms a call on a week's window). CROSS_ROWS rows at a
+    time, each block made room for as if every pair shared a term."""
+    n, m = len(left[0]) - 1, len(right[0]) - 1
+    l_ptr, l_cols, l_data = left[0].astype(np.int64), left[1].astype(np.int64), left[2]
+    r_ptr, r_cols, r_data = right[0].astype(np.int64), right[1].astype(np.int64), right[2]
     if _sparsetools is None:
-        matrix = sp.csr_matrix((data, cols, indptr), shape=(n, columns))
-        return np.asarray((matrix @ matrix.T).toarray())
-    t_ptr, t_cols, t_data = np.empty(columns + 1, dtype=np.int64), np.empty(len(cols), dtype=np.int64), np.empty(
-        len(data))
-    _sparsetools.csr_tocsc(n, columns, indptr, cols, data, t_ptr, t_cols, t_data)  # the transpose, a row per column
-    c_ptr, c_cols, c_data = np.empty(n + 1, dtype=np.int64), np.empty(n * n, dtype=np.int64), np.empty(n * n)
-    _sparsetools.csr_matmat(n, n, indptr, cols, data, t_ptr, t_cols, t_data, c_ptr, c_cols, c_data)
-    out = np.zeros((n, n))
-    _sparsetools.csr_todense(n, n, c_ptr, c_cols, c_data, out)
-    return out
+        a = sp.csr_matrix((l_data, l_cols, l_ptr), shape=(n, columns))
+        b = sp.csr_matrix((r_data, r_cols, r_ptr), shape=(m, columns))
+        out[...] = (a @ b.T).toarray()
+        return
+    t_ptr, t_cols, t_data = np.empty(columns + 1, dtype=np.int64), np.empty(len(r_cols), dtype=np.int64), np.empty(
+        len(r_data))
+    _sparsetools.csr_tocsc(m, columns, r_ptr, r_cols, r_data, t_ptr, t_cols, t_data)  # rightᵀ, a row per column
+    size = min(n, CROSS_ROWS)
+    c_ptr, c_cols, c_data = np.empty(size + 1, dtype=np.int64), np.empty(size * m, dtype=np.int64), np.empty(size * m)
+    dense = np.empty((size, m))
+    for start in range(0, n, CROSS_ROWS):
+        rows = min(CROSS_ROWS, n - start)  # (the left rows' entries where `l_ptr` puts them: no copy)
+        _sparsetools.csr_matmat(rows, m, l_ptr[start:start + rows + 1], l_cols, l_data, t_ptr, t_cols, t_data,
+                                c_ptr, c_cols, c_data)
+        block = dense[:rows]
+        block.fill(0.0)
+        _sparsetools.csr_todense(rows, m, c_ptr, c_cols, c_data, block)
+        out[start:start + rows] = block
 
 
 class Pool:
