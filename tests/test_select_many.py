@@ -59,6 +59,40 @@ def test_select_many_equals_select_digest(app, seed):
     assert sum(d.count for d in batch) > 100
 
 
+def test_a_batch_works_out_the_text_models_features_only_where_a_reason_reads_them(app, monkeypatch):
+    """`select_many` leaves each reader's text-model features for later (`Scored.dense_of`), worked out when a
+    reason reads them: readers who wrote a sentence ("close in meaning to your words") or listed a few papers ("like
+    … in your library") get `select_digest`'s digests, reasons and all, and readers whose words explain their picks
+    do not have them worked out at all."""
+    from digest.select import batch as batch_module
+
+    pool = app.pool(DAY)
+    rng = random.Random(9)
+    described = [Subscriber(email=f"d{n}@example.org", max_papers=5,
+                            interests=(Interest("said", description=f"methods in the spirit of {p.title}"),))
+                 for n, p in enumerate(rng.sample(pool.papers, 8))]
+    listed = [Subscriber(email=f"l{n}@example.org", max_papers=5,
+                         interests=(Interest("kept", seed_papers=tuple(p.title for p in rng.sample(pool.papers, 3))),))
+              for n in range(6)]
+    worded, signals = subscribers(40, pool.papers, rng)
+    subs = described + listed + worded
+    for sub in described + listed:
+        signals[sub.email] = Signals(seeds={r: next(p for p in pool.papers if p.title == r)
+                                            for i in sub.interests for r in i.seed_papers})
+    made = []  # the interests whose rows were worked out
+    real = batch_module.dense_parts
+    monkeypatch.setattr(batch_module, "dense_parts", lambda *a: made.extend(a[2]) or real(*a))
+    batch = select_many(pool, subs, day=DAY, settings=app.settings, signals=signals)
+    reasons = [r for d in batch for s in d.sections for i in s.items for r in i.reasons]
+    assert any(r == "close in meaning to your words" for r in reasons)
+    assert any(r.startswith("like “") and r.endswith("” in your library") for r in reasons)
+    interests = sum(len(s.interests) for s, d in zip(subs, batch, strict=True) if d.count)
+    assert 0 < len(made) < interests  # worked out for some interests, not for every interest of a reader with picks
+    for sub, digest in zip(subs, batch, strict=True):
+        one = select_digest(pool, sub, day=DAY, settings=app.settings, signals=signals[sub.email])
+        assert picks(digest) == picks(one), sub.email
+
+
 def test_select_many_with_an_age_split_equals_select_digest(app):
     """With old papers taking their own quota ("Trending again": `max_age_days`, `trending_again`), the batch finds
     each subscriber's best recent and best old candidates apart and still gives each exactly `select_digest`'s

@@ -175,10 +175,10 @@ class Explainer:
             if part.kind in ("keyword", "description"):
                 out[part.kind if part.kind != "keyword" else "keywords"] += self._part(part, j)
         out["unit"] = s.units[n]
-        dense = s.dense
-        out["query"] = float(dense.query[n][j]) if dense is not None else 0.0
-        out["model"] = float(dense.model[n][j]) if dense is not None else 0.0
-        out["neighbours"] = float(dense.neighbours[n][j]) if dense is not None else 0.0
+        row = s.text_row(n)
+        out["query"] = float(row.query[j]) if row is not None else 0.0
+        out["model"] = float(row.model[j]) if row is not None else 0.0
+        out["neighbours"] = float(row.neighbours[j]) if row is not None else 0.0
         out["lexical"] = float(s.lexical_relevance[j])
         out["feedback"] = float(1 / (1 + np.exp(-s.model_logit[j]))) if s.model_logit is not None else 0.0
         out["feedback_share"] = s.share
@@ -206,15 +206,17 @@ class Explainer:
                 said = [_word_set(label) for label in words]
                 words += [f"“{p}”" for p in phrases if not any(_word_set(p) <= named for named in said)]
         reasons += words
-        dense = s.dense
-        if dense is not None and n < len(s.vectors):
+        if s.has_text_parts and n < len(s.vectors):
             vectors = s.vectors[n]
-            if vectors.library is not None and vectors.library_titles and dense.neighbours[n][j] >= NEIGHBOUR_Z:
-                closest = self.pool.dense_unit(np.array([i]))[0] @ vectors.library.neighbours.T
+            library = vectors.library is not None and bool(vectors.library_titles)
+            unsaid = not words and ci.interest.has_text
+            row = s.text_row(n) if library or unsaid else None  # (worked out only where it may count)
+            if row is not None and library and row.neighbours[j] >= NEIGHBOUR_Z:
+                closest = self.pool.dense_unit(np.array([i]))[0] @ vectors.library.neighbours.T  # type: ignore[union-attr]
                 reasons.append(f"like “{_short(vectors.library_titles[int(np.argmax(closest))])}” in your library")
-            elif not words and ci.interest.has_text and dense.query[n][j] >= QUERY_Z:
+            elif row is not None and unsaid and row.query[j] >= QUERY_Z:
                 reasons.append("close in meaning to your words")
-        if ci.seed_papers and (dense is None):
+        if ci.seed_papers and not s.has_text_parts:
             raw = max(float(s.raw(n)[j]), 1e-9)
             for part in ci.parts:
                 if part.kind == "seeds" and self._part(part, j) >= MENTION_SHARE * raw:
