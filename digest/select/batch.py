@@ -613,7 +613,7 @@ def _candidate_chunk(run: _Run, start: int, end: int, k: int, signals: Mapping[s
     models = found.models
     del found, words  # (`_sections` works out the few it needs again)
     best = _best(logit, first, counts)
-    lexical = best.copy()
+    lexical = best.copy() if models is not None else best  # (`_learned` blends into `best` the rows with a model)
     with_model, share, learned = _learned(best, models)
     key = best + run.log_boost[None, :]
     floor = _floor(run.settings)
