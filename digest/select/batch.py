@@ -751,8 +751,9 @@ def _scored(run: _Run, lo: int, rows: np.ndarray, first: np.ndarray, counts: np.
         model = slice(model_ends[n] - size, model_ends[n]) if n in shares else None
         out[r] = Scored(papers[at], compiled[a:b], refs[a:b],
                         raw[block].reshape(count, size), logit[block].reshape(count, size), run.settings,
-                        dense_of=_dense_later(run, run.plan.interests[lo + a:lo + b], chunk.vectors[a:b],
-                                              raw[block].reshape(count, size), refs[a:b], papers[at])
+                        dense_of=_dense_later(run.pool, run.index, run.plan.interests[lo + a:lo + b],
+                                              chunk.vectors[a:b], raw[block].reshape(count, size), refs[a:b],
+                                              papers[at])
                         if chunk.vectors else None,
                         vectors=chunk.vectors[a:b] if chunk.vectors else (),
                         model_logit=learned[model] if model is not None and learned is not None else None,
@@ -761,14 +762,15 @@ def _scored(run: _Run, lo: int, rows: np.ndarray, first: np.ndarray, counts: np.
                         derived=(which[at], lexical[at], relevance[at], lexical_relevance[at]))
 
 
-def _dense_later(run: _Run, interests: Sequence[Interest], vectors: Sequence[InterestVectors], raw: np.ndarray,
-                 refs: Sequence[float], papers: np.ndarray) -> Callable[[int], DenseParts]:
+def _dense_later(pool: Pool, index: Index, interests: Sequence[Interest], vectors: Sequence[InterestVectors],
+                 raw: np.ndarray, refs: Sequence[float], papers: np.ndarray) -> Callable[[int], DenseParts]:
     """A subscriber's `dense_parts` on their candidates, an interest's row at a time, worked out when their digest
     first reads it (`Scored.text_row`): each row is worked out alone in `dense_parts`, from the same inputs (the
-    words' calibration of a one-row matrix: the same operations), so the same values."""
+    words' calibration of a one-row matrix: the same operations), so the same values. (It holds the pool and
+    these few arrays, not the run.)"""
     def row(n: int) -> DenseParts:
         words = calibrate(raw[n:n + 1], np.array(refs[n:n + 1])[:, None])
-        found = dense_parts(run.pool, run.index, interests[n:n + 1], vectors[n:n + 1], words, papers)
+        found = dense_parts(pool, index, interests[n:n + 1], vectors[n:n + 1], words, papers)
         return DenseParts(found.query[0], found.model[0], found.neighbours[0], found.library[0])
     return row
 
