@@ -334,6 +334,26 @@ def test_candidates_are_the_same_however_the_batch_is_chunked(app, monkeypatch):
     assert found(chunk=len(subs)) == whole
 
 
+def test_the_kth_best_of_each_row_is_the_sorted_rows_kth_however_few_are_above_minus_infinity():
+    """`_kth_best` packs a row's values above -inf before partitioning when few are: each row's k-th largest must
+    be what sorting the whole row gives, for rows almost all -inf (the usual week's window), half, all of them, none,
+    fewer than k, with ties and +inf, for k of 0 to the row's width (past it: -inf)."""
+    from digest.select.batch import _kth_best
+
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        rows, cols = int(rng.integers(1, 8)), int(rng.integers(1, 300))
+        values = np.round(rng.normal(size=(rows, cols)), 1)  # (rounded: ties)
+        share = rng.choice([0.0, 0.02, 0.1, 0.5, 1.0])
+        values = np.where(rng.random((rows, cols)) < share, values, -np.inf)
+        values[rng.random((rows, cols)) < 0.01] = np.inf
+        ordered = -np.sort(-values, axis=1)
+        for k in {0, 1, 2, 5, 30, cols} - {n for n in (5, 30) if n > cols}:
+            expected = ordered[:, k - 1] if k else np.full(rows, np.inf)
+            assert np.array_equal(_kth_best(values, k), expected), (k, share)
+        assert np.array_equal(_kth_best(values, cols + 1), np.full(rows, -np.inf))
+
+
 def test_the_best_of_each_kind_taken_apart_keeps_what_masking_the_other_kind_kept():
     """A batch with an age split finds each row's best recent and best old papers on those columns alone; it must keep
     exactly what `_top_near` over the whole row keeps with the other kind's papers set to -inf (rows with fewer

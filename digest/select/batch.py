@@ -690,9 +690,31 @@ def _top_near(sure: np.ndarray, near: np.ndarray, k: int) -> np.ndarray:
     ones with fewer than k columns: as if the row went on with -inf)."""
     if k > sure.shape[1]:
         return np.isfinite(near)  # type: ignore[no-any-return]
-    kth = -np.partition(-sure, k - 1, axis=1)[:, k - 1] if k else np.full(len(sure), np.inf)
+    kth = _kth_best(sure, k)
     cutoff = np.where(np.isfinite(kth), kth - TIE_MARGIN, -np.inf)
     return (near >= cutoff[:, None]) & np.isfinite(near)  # type: ignore[no-any-return]
+
+
+def _kth_best(values: np.ndarray, k: int) -> np.ndarray:
+    """Each row's k-th largest value (-inf for a row with fewer than k above -inf; +inf for k = 0).
+
+    A row of a week's window is mostly -inf (a paper below the floor is not a sure candidate: 3.4 % of a day-7
+    send's entries are above it), so the values above -inf are packed to the left of a narrow array first and
+    the partition runs on that: the same k-th value, 1.65 -> 0.58 ms a chunk of 38 rows × 7,000 papers. Rows that
+    are mostly above -inf are partitioned as they are."""
+    rows, width = values.shape
+    if k == 0:
+        return np.full(rows, np.inf)
+    flat = np.flatnonzero(values > -np.inf)
+    counts = np.bincount(flat // width, minlength=rows)
+    most = int(counts.max(initial=0))
+    if k > most:
+        return np.full(rows, -np.inf)
+    if 4 * most > width:
+        return -np.partition(-values, k - 1, axis=1)[:, k - 1]  # type: ignore[no-any-return]
+    packed = np.full((rows, most), -np.inf)
+    packed[flat // width, np.arange(len(flat)) - np.repeat(np.cumsum(counts) - counts, counts)] = values.ravel()[flat]
+    return -np.partition(-packed, k - 1, axis=1)[:, k - 1]  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
