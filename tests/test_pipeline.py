@@ -182,8 +182,8 @@ def test_a_day_without_papers_skips_everyone_with_the_reason(make_config):
 
 def test_a_warmed_pool_composes_without_building_an_index_or_embedding_a_paper(make_config, monkeypatch):
     """`send --workers N` warms the pool before forking: after `warm`, composing a batch builds no index,
-    embeds no paper and loads no template (each forked worker would otherwise do it again). Without the
-    warm-up it does."""
+    embeds no paper, makes no code of the pool's embeddings and loads no template (each forked worker would
+    otherwise do it again). Without the warm-up it does."""
     import jinja2
 
     import digest.select.dense as dense
@@ -202,6 +202,7 @@ def test_a_warmed_pool_composes_without_building_an_index_or_embedding_a_paper(m
                 app.warm(pool)
             patch.setattr(dense.DenseEmbedder, "papers", forbidden)
             patch.setattr(pool_module, "Index", forbidden)
+            patch.setattr(pool_module.Pool, "dense_unit", forbidden)  # (what the codes are made from)
             patch.setattr(jinja2.Environment, "get_template", forbidden)
             if warmed:
                 digests = [c.digest for c in app.composer(pool)(subscribers, DAY)]
