@@ -706,14 +706,15 @@ def _kth_best(values: np.ndarray, k: int) -> np.ndarray:
     if k == 0:
         return np.full(rows, np.inf)
     flat = np.flatnonzero(values > -np.inf)
-    counts = np.bincount(flat // width, minlength=rows)
+    row = flat // width
+    counts = np.bincount(row, minlength=rows)
     most = int(counts.max(initial=0))
     if k > most:
         return np.full(rows, -np.inf)
     if 4 * most > width:
         return -np.partition(-values, k - 1, axis=1)[:, k - 1]  # type: ignore[no-any-return]
     packed = np.full((rows, most), -np.inf)
-    packed[flat // width, np.arange(len(flat)) - np.repeat(np.cumsum(counts) - counts, counts)] = values.ravel()[flat]
+    packed[row, np.arange(len(flat)) - np.repeat(np.cumsum(counts) - counts, counts)] = values.ravel()[flat]
     return -np.partition(-packed, k - 1, axis=1)[:, k - 1]  # type: ignore[no-any-return]
 
 
