@@ -294,3 +294,42 @@ def test_a_days_papers_are_analysed_once_and_read_back_by_every_later_run(make_c
                    .scalars())
     assert stale not in kept and set(keys) <= kept
     later.close()
+
+
+def test_a_send_whose_profiles_are_stored_reads_the_reference_mean_not_its_rows(make_config):
+    """Centring papers needs only the shipped reference papers' mean: a run whose readers' profiles are in the store
+    and who learn no model from clicks never loads the 7,471 reference rows (11 MB); one that makes a profile does."""
+    from digest.select import vectors
+
+    first = App(make_config())
+    first.ingest([SEEDS], seen_on=DAY)
+    subscribers = [s for s in first.roster().subscribers if s.interests][:4]
+    made = [c.digest for c in first.composer(first.pool(DAY))(subscribers, DAY)]  # (their profiles made, stored)
+    assert vectors.reference.cache_info().currsize == 1
+    first.close()
+    vectors.reference.cache_clear()
+    again = App(make_config())
+    digests = [c.digest for c in again.composer(again.pool(DAY))(subscribers, DAY)]
+    assert [d.count for d in digests] == [d.count for d in made] and sum(d.count for d in digests) > 0
+    assert vectors.reference.cache_info().currsize == 0  # the mean alone was read
+    assert vectors.reference_mean().tobytes() == vectors.reference().mean.tobytes()
+    again.close()
+
+
+def test_a_pool_lets_its_term_counts_go_once_indexed_and_analyses_them_again_alike(app):
+    """A pool keeps its papers' term counts until its first index is built (nothing reads them after); an index for
+    another title weight analyses them again, to the same counts and the same index as from the kept ones."""
+    from digest.select.corpus import Fields
+    from digest.select.pool import Index
+
+    pool = app.pool(DAY)
+    kept = pool.fields
+    weight = app.settings.title_weight
+    pool.index(weight)
+    assert pool._fields is None  # noqa: SLF001
+    for name in ("title", "abstract"):
+        again = getattr(pool.fields, name)
+        assert again.dtype == getattr(kept, name).dtype and (again != getattr(kept, name)).nnz == 0
+    other = pool.index(weight + 1.0)
+    assert (other.matrix != Index(kept, pool.corpus, weight + 1.0).matrix).nnz == 0
+    assert isinstance(kept, Fields) and pool._fields is None  # noqa: SLF001

@@ -370,7 +370,7 @@ class Pool:
         `dense`: the text model's embeddings (None: words only); `fields`: the papers' term counts when already
         analysed (`Fields.of(papers)`)."""
         self.papers = list(papers)
-        self.fields = fields if fields is not None else Fields.of(self.papers)
+        self._fields = fields if fields is not None else Fields.of(self.papers)
         shipped = _background() if background is True else background or None
         self.corpus = _with_pool(corpus, self.papers, self.fields).blended(shipped)
         self.index_by_id = {p.store_id: i for i, p in enumerate(self.papers) if p.store_id is not None}
@@ -415,10 +415,19 @@ class Pool:
         found = table[ids[(ids >= 0) & (ids < len(table))]]
         return found[found >= 0]  # type: ignore[no-any-return]
 
+    @property
+    def fields(self) -> Fields:
+        """The papers' term counts: kept until the pool's first index is built (a week's window holds 28 MB of them,
+        which nothing reads after), analysed again if an index for another title weight needs them."""
+        if self._fields is None:
+            self._fields = Fields.of(self.papers)
+        return self._fields
+
     def index(self, title_weight: float) -> Index:
         """The BM25F index for this title weight (built on first use)."""
         if title_weight not in self._indexes:
             self._indexes[title_weight] = Index(self.fields, self.corpus, title_weight)
+            self._fields = None
         return self._indexes[title_weight]
 
     def contains(self, phrase: str) -> np.ndarray:

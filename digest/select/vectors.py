@@ -72,21 +72,33 @@ class Reference:
     centred: np.ndarray
 
 
-@cache
-def reference() -> Reference:
-    """The reference data shipped in the package (read once per process)."""
+def _reference(*names: str) -> list[np.ndarray]:
+    """These arrays of the reference data shipped in the package (`np.load` reads only the arrays asked for)."""
     data = resources.files("digest.data").joinpath("reference.npz").read_bytes()
     with np.load(io.BytesIO(data)) as saved:
         if str(saved["model"]) != MODEL_NAME:  # pragma: no cover - bench/build_background.py keeps them in step
             raise RuntimeError(f"reference.npz was built with {saved['model']}, not {MODEL_NAME}")
-        mean = saved["mean"].astype(np.float32)
-        rows = _centre(saved["vectors"].astype(np.float32), mean)  # (in the rows just read: 11 MB, not three times)
-    return Reference(mean, rows)
+        return [saved[name] for name in names]
+
+
+@cache
+def reference() -> Reference:
+    """The reference data shipped in the package (read once per process, when a profile or a model is made)."""
+    mean, rows = _reference("mean", "vectors")
+    mean = mean.astype(np.float32)
+    return Reference(mean, _centre(rows.astype(np.float32), mean))  # (in the rows just read: 11 MB, not 3 × 11)
+
+
+@cache
+def reference_mean() -> np.ndarray:
+    """The reference papers' mean embedding (`reference().mean`), without their rows: what centring papers needs,
+    and all a send reads when its readers' profiles and models are in the store (11 MB of rows not loaded)."""
+    return _reference("mean")[0].astype(np.float32)  # type: ignore[no-any-return]
 
 
 def centred(vectors: np.ndarray, mean: np.ndarray | None = None) -> np.ndarray:
     """Rows minus the reference mean, scaled to unit length (float32, a new array)."""
-    return _centre(np.array(vectors, dtype=np.float32), reference().mean if mean is None else mean)
+    return _centre(np.array(vectors, dtype=np.float32), reference_mean() if mean is None else mean)
 
 
 def _centre(rows: np.ndarray, mean: np.ndarray) -> np.ndarray:
