@@ -411,11 +411,11 @@ class App:
         """Prepare what every batch of the day needs now, so that workers forked after this share it instead
         of each making it: the pool's BM25F index, the dense embeddings of its papers (read from the store,
         or computed with the model, which the workers then share as well) and their int8 codes (what scoring
-        reads: 0.28 s for a week's 7,000 papers, once rather than once a worker), and the templates (loaded and
-        inlined; kept while the renderer is pinned)."""
+        reads: 0.28 s for a week's 7,000 papers, once rather than once a worker) in the integer kernel's forms,
+        and the templates (loaded and inlined; kept while the renderer is pinned)."""
         pool.index(self.settings.title_weight)
         if self.dense is not None:
-            pool.dense_codes()
+            pool.dense_held().prepare()
         self.renderer.preload()
 
     def composer(self, pool: Pool) -> Composer:

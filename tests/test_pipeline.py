@@ -8,11 +8,14 @@ import logging
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from email import policy
+from functools import partial
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from digest.claims import Owner
@@ -180,13 +183,21 @@ def test_a_day_without_papers_skips_everyone_with_the_reason(make_config):
                                                    "not a delivery day for frequency weekly:mon"}
 
 
+def _refused_for(size: int, real: Callable[[np.ndarray], np.ndarray], codes: np.ndarray) -> np.ndarray:
+    """`integer._columns` refusing a pool's codes (`size` rows: the kernel's form of the pool), not smaller ones."""
+    if len(codes) == size:
+        raise AssertionError("computed after the warm-up")
+    return real(codes)
+
+
 def test_a_warmed_pool_composes_without_building_an_index_or_embedding_a_paper(make_config, monkeypatch):
     """`send --workers N` warms the pool before forking: after `warm`, composing a batch builds no index,
-    embeds no paper, makes no code of the pool's embeddings and loads no template (each forked worker would
-    otherwise do it again). Without the warm-up it does."""
+    embeds no paper, makes no code of the pool's embeddings (nor their form for the integer kernel, where it is
+    used) and loads no template (each forked worker would otherwise do it again). Without the warm-up it does."""
     import jinja2
 
     import digest.select.dense as dense
+    import digest.select.integer as integer
     import digest.select.pool as pool_module
 
     def forbidden(*_: object, **__: object) -> None:
@@ -203,6 +214,8 @@ def test_a_warmed_pool_composes_without_building_an_index_or_embedding_a_paper(m
             patch.setattr(dense.DenseEmbedder, "papers", forbidden)
             patch.setattr(pool_module, "Index", forbidden)
             patch.setattr(pool_module.Pool, "dense_unit", forbidden)  # (what the codes are made from)
+            patch.setattr(integer, "_columns", partial(_refused_for, len(pool), integer._columns))  # noqa: SLF001
+            patch.setattr(integer, "MIN_WORK", 0)  # (every product on the kernel, as a week's window's are)
             patch.setattr(jinja2.Environment, "get_template", forbidden)
             if warmed:
                 digests = [c.digest for c in app.composer(pool)(subscribers, DAY)]

@@ -334,6 +334,34 @@ def test_candidates_are_the_same_however_the_batch_is_chunked(app, monkeypatch):
     assert found(chunk=len(subs)) == whole
 
 
+def test_candidates_are_the_same_with_the_integer_kernel_or_blas(app, monkeypatch):
+    """The text model's products made by onnxruntime's integer kernel (here every one, however small) or by float32
+    BLAS (none by the kernel) give the same candidates, scores and digests: the same integers either way."""
+    from digest.select import batch, integer
+
+    if not integer.available():
+        pytest.skip("onnxruntime's integer kernel is not exact on this processor: every product is BLAS's")
+    pool = app.pool(DAY)
+    subs, signals = subscribers(40, pool.papers, random.Random(29))
+    runs = []
+    real = integer._multiply  # noqa: SLF001
+    monkeypatch.setattr(integer, "_multiply", lambda *a: runs.append(1) or real(*a))
+
+    def found(min_work: int) -> tuple[list, list]:
+        monkeypatch.setattr(integer, "MIN_WORK", min_work)
+        out = batch.candidates(pool, subs, day=DAY, settings=app.settings, k=15, signals=signals)
+        digests = select_many(pool, subs, day=DAY, settings=app.settings, signals=signals)
+        return ([None if c is None else (c.papers.tolist(), c.logits.tolist(), c.relevance.tolist()) for c in out],
+                [picks(d) for d in digests])
+
+    blas = found(10**12)
+    assert not runs
+    kernel = found(0)
+    assert len(runs) > 5  # the pool's products, the models' and the explanations' all ran on the kernel
+    assert sum(c is not None for c in blas[0]) > 30 and sum(map(len, blas[1])) > 100
+    assert kernel == blas
+
+
 def test_the_kth_best_of_each_row_is_the_sorted_rows_kth_however_few_are_above_minus_infinity():
     """`_kth_best` packs a row's values above -inf before partitioning when few are: each row's k-th largest must
     be what sorting the whole row gives, for rows almost all -inf (the usual week's window), half, all of them, none,

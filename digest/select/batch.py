@@ -33,6 +33,7 @@ import scipy.sparse as sp
 
 from ..collector import held
 from ..models import Interest, Paper, Subscriber
+from . import integer
 from .dense import InterestVectors
 from .learn import FeedbackModel, logits_of
 from .pool import Index, Pool, Unit
@@ -242,7 +243,7 @@ class _Prepared:
     words: np.ndarray | None = None
     fused: Directions | None = None
     models: _Models | None = None
-    product: np.ndarray | None = None  # the directions' codes × the pool's (float32), when made with other chunks'
+    product: np.ndarray | None = None  # the directions' codes × the pool's (integers), when made with other chunks'
 
 
 # `candidates` multiplies the fused directions of consecutive chunks' interests, up to this many, with the pool's
@@ -289,7 +290,8 @@ def _product_groups(run: _Run, spans: Sequence[tuple[int, int]]) -> list[list[tu
 def _made_together(run: _Run, group: Sequence[tuple[int, int]],
                    ) -> dict[tuple[int, int], tuple[list[InterestVectors], Directions, np.ndarray]]:
     """Each chunk's interests' profiles and fused directions (`_profiles`, chunk by chunk in order, as `_prepare`),
-    and their codes' products with the pool's made in one product: the same integers in float32, row by row."""
+    and their codes' products with the pool's made in one product (`integer.product`): the same integers, row by
+    row."""
     if not run.dense or len(group) < 2:
         return {}
     made = {}
@@ -300,7 +302,7 @@ def _made_together(run: _Run, group: Sequence[tuple[int, int]],
     if not made:
         return {}
     rows = [fused[0][0] for _, fused in made.values()]
-    product = np.vstack(rows) @ run.pool.dense_codes()[0].T
+    product = integer.product(np.vstack(rows), run.pool.dense_held())
     bounds = np.cumsum([0] + [len(r) for r in rows]).tolist()
     return {span: (vectors, fused, product[a:b])
             for (span, (vectors, fused)), a, b in zip(made.items(), bounds[:-1], bounds[1:], strict=True)}
@@ -432,19 +434,22 @@ def candidates(pool: Pool, subscribers: Sequence[Subscriber], *, day: date, sett
     return out
 
 
-def _model_logits(unit: tuple[np.ndarray, np.ndarray], models: Sequence[FeedbackModel]) -> np.ndarray:
-    """The models' log-odds of relevance for every paper (models × papers), as one exact matrix product (each the
-    same as `FeedbackModel.relevance_logits` alone)."""
+def _model_logits(pool: Pool, models: Sequence[FeedbackModel]) -> np.ndarray:
+    """The models' log-odds of relevance for every paper of the pool (models × papers), as one exact matrix product
+    (each the same as `FeedbackModel.relevance_logits` alone)."""
     weights = codes(np.vstack([m.weights for m in models]))  # (row by row: each model's `codes` alone)
-    return logits_of(exact_dot(weights, unit), np.array([m.intercept for m in models]),
-                     np.array([m.mean for m in models]), np.array([m.spread for m in models]))
+    unit = pool.dense_codes()
+    return logits_of(exact_dot(weights, unit, product=integer.product(weights[0], pool.dense_held())),
+                     np.array([m.intercept for m in models]), np.array([m.mean for m in models]),
+                     np.array([m.spread for m in models]))
 
 
-def _rocchio(unit: tuple[np.ndarray, np.ndarray], models: Sequence[FeedbackModel]) -> np.ndarray:
-    """The models' Rocchio terms (models × papers; each as `FeedbackModel.rocchio`)."""
+def _rocchio(pool: Pool, models: Sequence[FeedbackModel]) -> np.ndarray:
+    """The models' Rocchio terms for every paper of the pool (models × papers; each as `FeedbackModel.rocchio`)."""
+    unit = pool.dense_codes()
     zero = np.zeros(unit[0].shape[1])
     rows = codes(np.vstack([m.direction if m.direction is not None else zero for m in models]))  # (row by row)
-    return exact_dot(unit, rows).T  # type: ignore[no-any-return]
+    return exact_dot(unit, rows, product=integer.product(pool.dense_held(), rows[0])).T  # type: ignore[no-any-return]
 
 
 def _best(values: np.ndarray, first: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -537,8 +542,7 @@ def _models(run: _Run, rows: np.ndarray) -> _Models | None:
         return None
     models: list[FeedbackModel] = [found[n] for n in with_model]  # type: ignore[misc]
     share = np.array([m.clicks / (m.clicks + run.settings.feedback_clicks) for m in models])
-    unit = run.pool.dense_codes()
-    return _Models(with_model, share, _model_logits(unit, models), _rocchio(unit, models))
+    return _Models(with_model, share, _model_logits(run.pool, models), _rocchio(run.pool, models))
 
 
 def _learned(best: np.ndarray, models: _Models | None,

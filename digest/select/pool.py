@@ -25,6 +25,7 @@ except ImportError:  # pragma: no cover - a scipy that moved them: its public pr
     _sparsetools = None
 
 from ..models import Paper
+from . import integer
 from .authors import author_keys, followed_keys
 from .corpus import CorpusStats, Fields, PaperTerms, background, bm25_weights
 from .text import N_FEATURES, bigrams, columns, tokens
@@ -378,6 +379,7 @@ class Pool:
         self.dense = dense
         self._dense_papers: np.ndarray | None = None
         self._dense_codes: tuple[np.ndarray, np.ndarray] | None = None
+        self._dense_held: integer.Held | None = None
         self._indexes: dict[float, Index] = {}
         self._boosts: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = {}
         present = self.fields.present()
@@ -466,12 +468,21 @@ class Pool:
         return centred(raw if papers is None else raw[papers])
 
     def dense_codes(self, papers: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """The pool's centred unit embeddings as int8 codes (`vectors.codes`), of every paper or of these."""
+        """The pool's centred unit embeddings as int8 codes (`vectors.codes`, kept as int8: a week's window in 2.7
+        MB, not 10.7 in float32), of every paper or of these."""
         if self._dense_codes is None:
-            self._dense_codes = codes(self.dense_unit())
+            rows, scale = codes(self.dense_unit())
+            self._dense_codes = rows.astype(np.int8), scale
         if papers is None:
             return self._dense_codes
         return self._dense_codes[0][papers], self._dense_codes[1][papers]
+
+    def dense_held(self) -> integer.Held:
+        """Every paper's codes (`dense_codes`) as the integer kernel takes them, made once: each batch multiplies
+        its interests' directions and its readers' models with them."""
+        if self._dense_held is None:
+            self._dense_held = integer.Held(self.dense_codes()[0])
+        return self._dense_held
 
     def by_authors(self, names: Sequence[str]) -> np.ndarray:
         """Which papers one of these authors wrote (names compared as `authors.normalised` reads them)."""

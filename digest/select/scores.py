@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..models import Interest, Paper, Subscriber
+from . import integer
 from .dense import InterestVectors
 from .learn import MODEL_A, NEGATIVES, FeedbackModel, fit, without
 from .neural import DIM
@@ -181,6 +182,8 @@ def fuse(lexical: np.ndarray, interests: Sequence[Interest], vectors: Sequence[I
             words *= weights[rows, None]
             block[:len(words)] += words
 
+        if product is None and columns is None:
+            product = integer.product(found[0], pool.dense_held())
         dense = exact_dot(found, pool.dense_codes(columns), then=finish, product=product)
         if library:
             dense[len(text):] += library_words(pool, index, [vectors[n] for n in library], columns)

@@ -43,6 +43,7 @@ from importlib import resources
 
 import numpy as np
 
+from . import integer
 from .neural import DIM, MODEL_NAME
 
 PSEUDO_POSITIVES = 10  # reference papers nearest a query that its model learns from
@@ -147,16 +148,16 @@ def exact_dot(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]
     scores are the same in a batch of thousands as alone. The scaling runs EXACT_BLOCK values' rows at a time, and
     `then(rows, block)` (if given) finishes each block of rows in place while it is still in the core's cache: a
     batch's thousands of rows × a window of papers in float64 are tens of megabytes, and each pass over all of
-    them went out to memory and back. `product`: `a[0] @ b[0].T` when the caller made it (with more rows at once:
-    the same integers)."""
+    them went out to memory and back. `product`: `a[0] @ b[0].T` when the caller made it (with more rows at once,
+    or from codes `integer.Held`: the same integers); made by `integer.product` otherwise."""
     if product is None:
-        product = a[0] @ b[0].T
+        product = integer.product(a[0], b[0])
     out = np.empty(product.shape)
     step = max(1, EXACT_BLOCK // max(out.shape[1], 1))
     for lo in range(0, len(out), step):
         rows = slice(lo, lo + step)
         block = out[rows]
-        np.copyto(block, product[rows])  # (exact: float32 to float64)
+        np.copyto(block, product[rows])  # (exact: float32 or int32 to float64)
         block *= a[1][rows, None]  # the same products as a × s_a × s_b, in place
         block *= b[1][None, :]
         if then is not None:
