@@ -45,7 +45,8 @@ def test_products_of_codes_are_blas_integers_however_they_are_made(monkeypatch, 
     monkeypatch.setattr(integer, "MIN_WORK", min_work)
     rng = np.random.default_rng(7)
     for left, right in ((codes(rng, 37), codes(rng, 501)), (codes(rng, 1), codes(rng, 64)),
-                        (extremes(), np.vstack([extremes(), codes(rng, 20)])), (codes(rng, 300), extremes())):
+                        (codes(rng, 0), codes(rng, 9)), (extremes(), np.vstack([extremes(), codes(rng, 20)])),
+                        (codes(rng, 300), extremes())):
         want = left @ right.T
         for a in (left, integer.Held(left)):
             for b in (right, right.astype(np.int8), integer.Held(right)):
