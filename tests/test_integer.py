@@ -56,14 +56,15 @@ def test_products_of_codes_are_blas_integers_however_they_are_made(monkeypatch, 
 
 
 def test_the_kernel_is_used_for_large_products_when_it_is_exact_here(monkeypatch):
-    """Where the check found the kernel exact, a product of MIN_WORK multiply-adds or more runs on it (int32) and a
-    smaller one on BLAS (float32)."""
+    """Where the check found the kernel exact, a product of MIN_WORK multiply-adds or more runs on it (int32), and a
+    smaller one or a single row's on BLAS (float32)."""
     if not integer.available():
         pytest.skip("onnxruntime's integer kernel is not exact on this processor: every product is BLAS's")
     rng = np.random.default_rng(1)
     big = integer.product(codes(rng, 256), integer.Held(codes(rng, 7000)))
-    small = integer.product(codes(rng, 1), codes(rng, 10))
-    assert big.dtype == np.int32 and small.dtype == np.float32
+    small = integer.product(codes(rng, 3), codes(rng, 10))
+    one_row = integer.product(codes(rng, 1), integer.Held(codes(rng, 7000)))
+    assert big.dtype == np.int32 and small.dtype == np.float32 and one_row.dtype == np.float32
 
 
 def emulated(saturate: bool):  # noqa: ANN201

@@ -2,8 +2,8 @@
 
 A batch's scores are its interests' codes times the pool's codes: integers below 2**24, which float32 BLAS sums
 exactly. onnxruntime (already here for the text model) multiplies 8-bit integers with the processor's dot-product
-instructions (VNNI on x86, SDOT on ARM), 3.7-5.5 times float32 BLAS's speed on one core of this machine for the
-shapes a send makes (70-256 interests × 1,000-7,000 papers; BENCHMARKS.md, issue 29), and sums in int32: the same
+instructions (VNNI on x86, SDOT on ARM), 4-5.5 times float32 BLAS's speed on one core of this machine for the
+shapes a send makes (70-256 interests × 1,000-7,000 papers; bench/integer_products.py), and sums in int32: the same
 integers again. Its `MatMulInteger` takes the
 left side as uint8 (codes + 128, with 128 as the zero point) and the right as int8, the form those instructions
 multiply.
@@ -28,8 +28,9 @@ import numpy as np
 log = logging.getLogger(__name__)
 
 ZERO = 128  # the left side's zero point: codes -127..127 as uint8 1..255
-# products with fewer multiply-adds than this go to BLAS: one row × 7,000 papers (2.7 million) costs the same either
-# way, one × 1,000 a third more on the kernel (its call and conversions), 3 × 2,000 an eighth
+# products with fewer multiply-adds than this, or of a single row (BLAS's matrix-vector product), go to BLAS: one row
+# × 1,000 papers costs 1.7 times as much on the kernel (its call and conversions), one × 7,000 1.1 times, while 3 ×
+# 2,000 (2.3 million) costs an eighth (bench/integer_products.py)
 MIN_WORK = 2_000_000
 
 _UINT8, _INT8, _INT32 = 2, 3, 6  # onnx TensorProto data types
@@ -196,7 +197,8 @@ def product(left: np.ndarray | Held, right: np.ndarray | Held) -> np.ndarray:
     exact integers, int32 from the integer kernel or float32 from BLAS (the same values)."""
     a = left.codes if isinstance(left, Held) else left
     b = right.codes if isinstance(right, Held) else right
-    session = _KERNEL.get() if a.shape[0] * b.shape[0] * a.shape[1] >= MIN_WORK else None
+    many = min(a.shape[0], b.shape[0]) > 1 and a.shape[0] * b.shape[0] * a.shape[1] >= MIN_WORK
+    session = _KERNEL.get() if many else None
     if session is None:
         return _floats(left) @ _floats(right).T  # type: ignore[no-any-return]
     return _multiply(session, left.shifted if isinstance(left, Held) else _shifted(a),
