@@ -4,14 +4,13 @@ A batch's scores are its interests' codes times the pool's codes: integers below
 exactly. onnxruntime (already here for the text model) multiplies 8-bit integers with the processor's dot-product
 instructions (VNNI on x86, SDOT on ARM), 4-5.5 times float32 BLAS's speed on one core of this machine for the
 shapes a send makes (70-256 interests × 1,000-7,000 papers; bench/integer_products.py), and sums in int32: the same
-integers again. Its `MatMulInteger` takes the
-left side as uint8 (codes + 128, with 128 as the zero point) and the right as int8, the form those instructions
-multiply.
+integers again. Its `MatMulInteger` takes the left side as uint8 (codes + 128, with 128 as the zero point) and the
+right as int8, the form those instructions multiply.
 
 Some kernels are not exact: on x86 without VNNI, u8 × s8 pairs are summed in 16 bits and saturate (onnxruntime's
 quantisation notes), so each process checks the kernel once on extreme and random codes against float32 BLAS
-(`available`) and uses it only when every value is the same; otherwise, and for products too small to gain,
-products are made by BLAS as before. Either way the caller gets the same values.
+(`available`) and uses it only when every value is the same; otherwise, and for products too small to gain or of a
+single row, products are made by BLAS as before. Either way the caller gets the same values.
 """
 
 from __future__ import annotations
