@@ -438,18 +438,15 @@ def _model_logits(pool: Pool, models: Sequence[FeedbackModel]) -> np.ndarray:
     """The models' log-odds of relevance for every paper of the pool (models × papers), as one exact matrix product
     (each the same as `FeedbackModel.relevance_logits` alone)."""
     weights = codes(np.vstack([m.weights for m in models]))  # (row by row: each model's `codes` alone)
-    unit = pool.dense_codes()
-    return logits_of(exact_dot(weights, unit, product=integer.product(weights[0], pool.dense_held())),
-                     np.array([m.intercept for m in models]), np.array([m.mean for m in models]),
-                     np.array([m.spread for m in models]))
+    return logits_of(exact_dot(weights, pool.product_codes()), np.array([m.intercept for m in models]),
+                     np.array([m.mean for m in models]), np.array([m.spread for m in models]))
 
 
 def _rocchio(pool: Pool, models: Sequence[FeedbackModel]) -> np.ndarray:
     """The models' Rocchio terms for every paper of the pool (models × papers; each as `FeedbackModel.rocchio`)."""
-    unit = pool.dense_codes()
-    zero = np.zeros(unit[0].shape[1])
+    zero = np.zeros(pool.dense_codes()[0].shape[1])
     rows = codes(np.vstack([m.direction if m.direction is not None else zero for m in models]))  # (row by row)
-    return exact_dot(unit, rows, product=integer.product(pool.dense_held(), rows[0])).T  # type: ignore[no-any-return]
+    return exact_dot(pool.product_codes(), rows).T  # type: ignore[no-any-return]
 
 
 def _best(values: np.ndarray, first: np.ndarray, counts: np.ndarray) -> np.ndarray:

@@ -163,6 +163,9 @@ class Held:
     def __init__(self, codes: np.ndarray) -> None:
         self.codes = codes
 
+    def __len__(self) -> int:
+        return len(self.codes)
+
     def prepare(self) -> None:
         """Make the right side's form now (before a send's workers fork, to share it): the kernel's where it is used
         here, else BLAS's (the left side's serves only readers' learned models, and is made where one needs it)."""

@@ -484,6 +484,10 @@ class Pool:
             self._dense_held = integer.Held(self.dense_codes()[0])
         return self._dense_held
 
+    def product_codes(self) -> tuple[integer.Held, np.ndarray]:
+        """`dense_codes()` of every paper as `vectors.exact_dot` multiplies them: the held codes and their scales."""
+        return self.dense_held(), self.dense_codes()[1]
+
     def by_authors(self, names: Sequence[str]) -> np.ndarray:
         """Which papers one of these authors wrote (names compared as `authors.normalised` reads them)."""
         key = tuple(names)

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..models import Interest, Paper, Subscriber
-from . import integer
 from .dense import InterestVectors
 from .learn import MODEL_A, NEGATIVES, FeedbackModel, fit, without
 from .neural import DIM
@@ -182,9 +181,8 @@ def fuse(lexical: np.ndarray, interests: Sequence[Interest], vectors: Sequence[I
             words *= weights[rows, None]
             block[:len(words)] += words
 
-        if product is None and columns is None:
-            product = integer.product(found[0], pool.dense_held())
-        dense = exact_dot(found, pool.dense_codes(columns), then=finish, product=product)
+        papers = pool.product_codes() if columns is None else pool.dense_codes(columns)
+        dense = exact_dot(found, papers, then=finish, product=product)
         if library:
             dense[len(text):] += library_words(pool, index, [vectors[n] for n in library], columns)
         if every and not library:  # nothing else to combine
@@ -457,8 +455,8 @@ class Scores(Scored):
         share, model_logit, rocchio = 0.0, None, None
         if self.model is not None and pool.dense is not None:
             share = self.model.clicks / (self.model.clicks + settings.feedback_clicks)
-            model_logit = self.model.relevance_logits(pool.dense_codes())
-            rocchio = self.model.rocchio(pool.dense_codes())
+            model_logit = self.model.relevance_logits(pool.product_codes())
+            rocchio = self.model.rocchio(pool.product_codes())
         logits = interest_logits(pool, self.index, subscriber.interests, lexical, np.array(units), vectors)
         dense = None
         if vectors is not None:

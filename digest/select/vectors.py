@@ -138,18 +138,19 @@ def codes(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.rint(rows / scale[:, None]).astype(np.float32), scale
 
 
-def exact_dot(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray],
+def exact_dot(a: tuple[np.ndarray | integer.Held, np.ndarray], b: tuple[np.ndarray | integer.Held, np.ndarray],
               then: Callable[[slice, np.ndarray], object] | None = None,
               product: np.ndarray | None = None) -> np.ndarray:
-    """The dot products of rows of `a` with rows of `b`, both `codes` (rows of a × rows of b, float64).
+    """The dot products of rows of `a` with rows of `b`, both `codes` (rows of a × rows of b, float64; either may
+    hold its codes as `integer.Held`, a pool's, whose forms for the product are made once).
 
     Every partial sum of two int8 codes' products is an integer below 2**24 (127 × 127 × 384), which float32
     holds exactly, so the product is the same to the last bit however BLAS orders the sums: a subscriber's
     scores are the same in a batch of thousands as alone. The scaling runs EXACT_BLOCK values' rows at a time, and
     `then(rows, block)` (if given) finishes each block of rows in place while it is still in the core's cache: a
     batch's thousands of rows × a window of papers in float64 are tens of megabytes, and each pass over all of
-    them went out to memory and back. `product`: `a[0] @ b[0].T` when the caller made it (with more rows at once,
-    or from codes `integer.Held`: the same integers); made by `integer.product` otherwise."""
+    them went out to memory and back. `product`: `a[0] @ b[0].T` when the caller made it (with more rows at once:
+    the same integers); made by `integer.product` otherwise."""
     if product is None:
         product = integer.product(a[0], b[0])
     out = np.empty(product.shape)
