@@ -1,0 +1,157 @@
+"""The ceiling of a send on this machine: finished digests handed to Postfix's `smtp-sink`, nothing composed.
+
+    .venv/bin/python bench/ceiling.py [--messages 20000] [--senders 1 2] [--marks] [--smtp-sink PATH]
+
+Issue 29 asks how close a million-reader send comes to "Postfix's `smtp-sink` on this machine, the physical
+limit here". This measures that limit the way a send reaches it: digests composed before any clock starts
+(generated profiles over the seed papers, as bench/render.py and bench/deliver.py make them), then N sender
+processes, each with one reused connection through the real `SmtpTransport`, handing them to one `smtp-sink` (the
+C sink, unpacked from the Debian package as bench/e2e.py does) on the same two cores. With `--marks` each message
+is also recorded as sent (`SendLogStore.mark_sent` with its papers, one SQLite database shared by the senders, as
+a send's workers share theirs): the exactly-once record every digest pays.
+
+Printed per sender count: messages a second (wall), each side's CPU a message (the senders' own, the sink's read
+from /proc), and what that leaves of two cores for composing a digest at 1,700 a second (issue 29's target for a
+million readers with two workers): 2 cores / 1,700 = 1.18 ms a digest in all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import shutil
+import sys
+import tempfile
+import time
+from datetime import date
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from digest.config import build_config  # noqa: E402
+from digest.pipeline import App  # noqa: E402
+from digest.smtp import SmtpSettings, SmtpTransport  # noqa: E402
+from digest.store import Store  # noqa: E402
+
+
+def _load(name: str) -> object:
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[name] = module
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+bench_render = _load("render")
+infra = _load("e2e_infra")
+DAY: date = bench_render.DAY  # type: ignore[attr-defined]
+TARGET = 1700  # digests a second, a million readers with two workers (issue 29)
+CORES = 2
+
+
+def compose(folder: Path, count: int) -> list[tuple[str, bytes, list[int]]]:
+    """`count` finished digests: recipient, bytes, the store ids of the papers it carries."""
+    app = App(build_config({"store": {"url": "sqlite:///bench.db"}}, base=folder))
+    app.ingest([ROOT / "seeds"], seen_on=DAY)
+    pool = app.pool(DAY)
+    distinct = bench_render.make_subscribers(min(count, 2000))  # type: ignore[attr-defined]
+    made = []
+    for subscriber in distinct:
+        composed = app.compose(subscriber, DAY, pool, received=set())
+        made.append((composed.message.as_bytes(), composed.paper_ids))
+    app.close()
+    return [(f"r{n}@example.org", *made[n % len(made)]) for n in range(count)]
+
+
+def cpu_of(pid: int) -> float:
+    """A process's user + system CPU seconds so far (/proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def sender(messages: list[tuple[str, bytes, list[int]]], port: int, marks: str | None, out: int) -> None:
+    """One sender process: every message through one connection (and its mark), then its CPU seconds on `out`."""
+    transport = SmtpTransport(SmtpSettings("127.0.0.1", port, "none"), "digest@example.org")
+    store = Store(marks) if marks else None
+    start = time.process_time()
+    for recipient, data, papers in messages:
+        transport.send(data, recipient, DAY)
+        if store is not None:
+            store.mark_sent(recipient, DAY, papers)
+    transport.close()
+    os.write(out, f"{time.process_time() - start}\n".encode())
+    os._exit(0)
+
+
+def run(messages: list[tuple[str, bytes, list[int]]], senders: int, port: int, sink_pid: int,
+        marks: str | None) -> dict[str, float]:
+    read, write = os.pipe()
+    sink_before, wall = cpu_of(sink_pid), time.perf_counter()
+    children = []
+    for n in range(senders):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(read)
+                sender(messages[n::senders], port, marks, write)
+            finally:
+                os._exit(1)  # (a failed sender: its CPU line is missing, which the parent reports)
+        children.append(pid)
+    os.close(write)
+    for pid in children:
+        os.waitpid(pid, 0)
+    wall = time.perf_counter() - wall
+    sink = cpu_of(sink_pid) - sink_before
+    with os.fdopen(read) as results:
+        lines = results.read().split()
+    if len(lines) != senders:
+        raise SystemExit(f"ceiling: {senders - len(lines)} of {senders} senders failed")
+    spent = sum(float(line) for line in lines)
+    return {"rate": len(messages) / wall, "sender_ms": spent * 1000 / len(messages),
+            "sink_ms": sink * 1000 / len(messages)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=20000)
+    parser.add_argument("--senders", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each sender count, alternated")
+    parser.add_argument("--marks", action="store_true", help="record each message as sent (SQLite), as a send does")
+    parser.add_argument("--smtp-sink", help="Postfix's smtp-sink (default: unpacked into bench/out as bench/e2e.py)")
+    args = parser.parse_args()
+    program = Path(args.smtp_sink) if args.smtp_sink else infra.postfix_sink(ROOT / "bench" / "out")  # type: ignore[attr-defined]
+    if program is None:
+        sys.exit("ceiling: Postfix's smtp-sink could not be had (apt-get download postfix failed)")
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        messages = compose(folder, args.messages)
+        size = sum(len(d) for _, d, _ in messages) / len(messages) / 1024
+        print(f"{len(messages)} digests, {size:.1f} KiB each, to Postfix's smtp-sink on 127.0.0.1; {os.cpu_count()} "
+              f"cores; load {os.getloadavg()[0]:.2f}")
+        sink = infra.Sink(program, folder / "sink").start()  # type: ignore[attr-defined]
+        results: dict[int, list[dict[str, float]]] = {n: [] for n in args.senders}
+        try:
+            for r in range(args.rounds):
+                for n in args.senders:
+                    marks = None
+                    if args.marks:  # (a copy of the store the digests were composed on: its papers)
+                        copy = folder / f"marks-{n}-{r}.db"
+                        shutil.copyfile(folder / "bench.db", copy)
+                        marks = f"sqlite:///{copy}"
+                    results[n].append(run(messages, n, sink.port, sink.proc.pid, marks))
+        finally:
+            received = sink.stop()
+        print(f"the sink counted {received} messages (sent {len(messages) * args.rounds * len(args.senders)})")
+        for n, runs in results.items():
+            best = max(runs, key=lambda r: r["rate"])
+            rates = " / ".join(f"{r['rate']:.0f}" for r in runs)
+            budget = CORES * 1000 / TARGET - best["sender_ms"] - best["sink_ms"]
+            print(f"{n} sender{'s' if n > 1 else ''}{' with marks' if args.marks else ''}: {rates} messages a second "
+                  f"(best {best['rate']:.0f}); sender CPU {best['sender_ms']:.3f} ms, sink {best['sink_ms']:.3f} ms a "
+                  f"message; at {TARGET:,} a second on {CORES} cores {budget:.2f} ms a digest left for composing it")
+
+
+if __name__ == "__main__":
+    main()
