@@ -163,7 +163,10 @@ def measure(args: argparse.Namespace, program: Path, postgres: object | None) ->
                     results[n].append(run(messages, n, sink.port, sink.proc.pid, marks, postgres))
         finally:
             received = sink.stop()
-        print(f"the sink counted {received} messages (sent {len(messages) * args.rounds * len(args.senders)})")
+        sent = len(messages) * args.rounds * len(args.senders)
+        print(f"the sink counted {received} messages (sent {sent})")
+        if received != sent:
+            raise SystemExit("ceiling: the sink did not count every message sent")
         for n, runs in results.items():
             best = max(runs, key=lambda r: r["rate"])
             rates = " / ".join(f"{r['rate']:.0f}" for r in runs)
