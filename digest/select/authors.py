@@ -52,5 +52,8 @@ def followed_keys(names: Iterable[str]) -> frozenset[str]:
 
 def matched(followed: Iterable[str], authors: Iterable[str]) -> list[str]:
     """The followed names (as written) that wrote a paper with these authors."""
+    names = list(followed)
+    if not names:  # (most readers follow no one: the paper's names are not worked out for every pick)
+        return []
     keys = author_keys(authors)
-    return [name for name in followed if followed_keys([name]) & keys]
+    return [name for name in names if followed_keys([name]) & keys]
