@@ -93,6 +93,32 @@ def test_a_batch_works_out_the_text_models_features_only_where_a_reason_reads_th
         assert picks(digest) == picks(one), sub.email
 
 
+def test_the_text_models_features_read_the_words_log_odds_only_for_a_library(app):
+    """`dense_parts` reads the interests' words' log-odds only to weigh a library's fusion against the words': without
+    them (None, as a reader's row without a library is worked out, its calibration skipped) the features of
+    interests without a library are the same to the last bit, and an interest with words and a library is refused
+    rather than weighed against nothing."""
+    from digest.select.scores import calibrate, dense_parts
+
+    pool = app.pool(DAY)
+    index = pool.index(app.settings.title_weight)
+    rng = random.Random(5)
+    library = tuple(rng.sample(pool.papers, 3))
+    interests = [Interest("words", ("LLM", "inference")), Interest("said", description="faster attention kernels"),
+                 Interest("kept", ("GPU",), seed_papers=tuple(p.title for p in library))]
+    vectors = pool.dense.interests(interests, lambda i: library if i.seed_papers else ())
+    assert [v.library is not None for v in vectors] == [False, False, True]
+    columns = np.array(sorted(rng.sample(range(len(pool)), 40)))
+    lexical = calibrate(np.random.default_rng(5).random((3, 40)) * 3, np.ones((3, 1)))
+    given = dense_parts(pool, index, interests, vectors, lexical, columns)
+    alone = dense_parts(pool, index, interests[:2], vectors[:2], None, columns)
+    for name in ("query", "model", "neighbours", "library"):
+        assert np.array_equal(getattr(alone, name), getattr(given, name)[:2]), name
+    assert given.neighbours[2].any()  # (the library's row was worked out)
+    with pytest.raises(ValueError, match="words' log-odds"):
+        dense_parts(pool, index, interests[2:], vectors[2:], None, columns)
+
+
 def test_select_many_with_an_age_split_equals_select_digest(app):
     """With old papers taking their own quota ("Trending again": `max_age_days`, `trending_again`), the batch finds
     each subscriber's best recent and best old candidates apart and still gives each exactly `select_digest`'s

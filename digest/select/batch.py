@@ -791,9 +791,10 @@ def _dense_later(pool: Pool, index: Index, interests: Sequence[Interest], vector
     """A subscriber's `dense_parts` on their candidates, an interest's row at a time, worked out when their digest
     first reads it (`Scored.text_row`): each row is worked out alone in `dense_parts`, from the same inputs (the
     words' calibration of a one-row matrix: the same operations), so the same values. (It holds the pool and
-    these few arrays, not the run.)"""
+    these few arrays, not the run; the words' calibration only for an interest with a library, the one that reads
+    it.)"""
     def row(n: int) -> DenseParts:
-        words = calibrate(raw[n:n + 1], np.array(refs[n:n + 1])[:, None])
+        words = calibrate(raw[n:n + 1], np.array(refs[n:n + 1])[:, None]) if vectors[n].library is not None else None
         found = dense_parts(pool, index, interests[n:n + 1], vectors[n:n + 1], words, papers)
         return DenseParts(found.query[0], found.model[0], found.neighbours[0], found.library[0])
     return row

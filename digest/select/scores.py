@@ -244,19 +244,23 @@ def library_words_feature(pool: Pool, index: Index, vectors: Sequence[InterestVe
 
 
 def dense_parts(pool: Pool, index: Index, interests: Sequence[Interest], vectors: Sequence[InterestVectors],
-                lexical: np.ndarray, columns: np.ndarray) -> DenseParts:
+                lexical: np.ndarray | None, columns: np.ndarray) -> DenseParts:
     """The text model's z-scores of the interests on these papers (`columns` of the pool; `lexical`: the interests'
-    words' calibrated log-odds on them, to tell where the library's fusion beats the words')."""
+    words' calibrated log-odds on them, to tell where the library's fusion beats the words': read only for an
+    interest with a library, and None may stand for it when no interest has one)."""
     shape = (len(interests), len(columns))
     parts = DenseParts(np.zeros(shape), np.zeros(shape), np.zeros(shape), np.zeros(shape, dtype=bool))
     unit = pool.dense_codes(columns)
     for n, v in enumerate(vectors):
-        words = np.full(len(columns), -np.inf)
         if v.text is not None:
             parts.query[n], parts.model[n], _ = v.text.z_scores(unit)
-            a, q, m, w = FUSION[style(interests[n])]
-            words = a + q * parts.query[n] + m * parts.model[n] + w * np.maximum(lexical[n], LEXICAL_FLOOR)
         if v.library is not None:
+            words = np.full(len(columns), -np.inf)
+            if v.text is not None:
+                if lexical is None:
+                    raise ValueError("dense_parts: an interest with a library needs its words' log-odds")
+                a, q, m, w = FUSION[style(interests[n])]
+                words = a + q * parts.query[n] + m * parts.model[n] + w * np.maximum(lexical[n], LEXICAL_FLOOR)
             _, model, parts.neighbours[n] = v.library.z_scores(unit)
             a, m, k, _ = LIBRARY_FUSION
             own = library_words(pool, index, [v], columns)[0]
