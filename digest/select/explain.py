@@ -138,6 +138,7 @@ class Explainer:
         self._at: list[int] = scores.papers[self.picks].tolist()
         self._best: list[int] = scores.best[self.picks].tolist()
         self._keywords: dict[int, tuple[list[str], list[list[float]]]] = {}
+        self._followed = [name for other in scores.interests for name in other.interest.authors]  # (the reader's)
 
     def _strongest(self, n: int, j: int) -> list[str]:
         """Interest n's keywords that pick j matches, strongest first (ties in the interest's order)."""
@@ -196,8 +197,7 @@ class Explainer:
         n, i = self._best[c], self._at[c]
         ci = s.interests[n]
         paper = self.pool.papers[i]
-        followed = [name for other in s.interests for name in other.interest.authors]
-        reasons = [f"by {name}, whom you follow" for name in dict.fromkeys(matched(followed, paper.authors))]
+        reasons = [f"by {name}, whom you follow" for name in dict.fromkeys(matched(self._followed, paper.authors))]
         # Whole keywords only: a phrase's stray words ("KV", "cache") say little.
         words = [label for label in self._strongest(n, j) if self._whole(label, i)]
         if ci.interest.description:

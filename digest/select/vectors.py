@@ -85,9 +85,8 @@ def _reference(*names: str) -> list[np.ndarray]:
 @cache
 def reference() -> Reference:
     """The reference data shipped in the package (read once per process, when a profile or a model is made)."""
-    mean, rows = _reference("mean", "vectors")
-    mean = mean.astype(np.float32)
-    return Reference(mean, _centre(rows.astype(np.float32), mean))  # (in the rows just read: 11 MB, not 3 × 11)
+    mean = reference_mean()
+    return Reference(mean, _centre(_reference("vectors")[0].astype(np.float32), mean))  # (in place: 11 MB, not 3 × 11)
 
 
 @cache
