@@ -25,16 +25,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from .errors import DigestError
-from .mail import is_keyed
-from .mailboxes import Item
-from .reports import MAX_MESSAGE_BYTES, Report, Unreadable, parse_report
-from .returnpath import message_id_of
-from .store import BounceEvent, SoftPolicy, Store, forgotten_key
-from .tokens import BadToken, Signer
+from digest.errors import DigestError
+from digest.mail import is_keyed
+from digest.mailboxes import Item
+from digest.reports import MAX_MESSAGE_BYTES, Report, Unreadable, parse_report
+from digest.returnpath import message_id_of
+from digest.store import BounceEvent, SoftPolicy, Store, forgotten_key
+from digest.tokens import BadToken, Signer
 
 if TYPE_CHECKING:
-    from .pipeline import App
+    from digest.pipeline import App
 
 log = logging.getLogger("digest.bounces")
 SEVERITY = ("complaint", "hard", "soft")  # a report's outcome is its most severe matched event
@@ -205,7 +205,7 @@ def _unmatched(store: Store, report: Report) -> str:
 def read_mailbox(app: App, *, maildir: Path | None = None, mbox: Path | None = None, imap: str | None = None,
                  environ: Mapping[str, str] | None = None, today: date | None = None) -> BounceSummary:
     """`digest bounces`: the named mailbox read, matched and recorded with the app's settings and store."""
-    from . import mailboxes
+    from digest import mailboxes
 
     config = app.config
     if maildir is not None:

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
-from .models import Subscriber
-from .store import FileState, Store
-from .subscribers import (
+from digest.models import Subscriber
+from digest.store import FileState, Store
+from digest.subscribers import (
     MAX_INTERESTS,
     MAX_PROFILE_BYTES,
     Problem,

@@ -14,20 +14,20 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .config import Config, load_config
-from .errors import ConfigError, DigestError, StoreError, UsageError
-from .logs import masked, setup_logging
+from digest.config import Config, load_config
+from digest.errors import ConfigError, DigestError, StoreError, UsageError
+from digest.logs import masked, setup_logging
 
 if TYPE_CHECKING:  # the commands import what they use when they run, so `digest --help` loads none of it
-    from .pipeline import App
-    from .select import Ranked
-    from .sending import SendReport
+    from digest.pipeline import App
+    from digest.select import Ranked
+    from digest.sending import SendReport
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def _date(text: str) -> date:
-    from .models import FIRST_DAY, LAST_DAY
+    from digest.models import FIRST_DAY, LAST_DAY
 
     if text == "today":
         return date.today()
@@ -192,7 +192,7 @@ def _with_parents(shared: argparse.ArgumentParser) -> type[argparse.ArgumentPars
 
 
 def _app(config: Config, **options: Any) -> App:
-    from .pipeline import App
+    from digest.pipeline import App
 
     return App(config, **options)
 
@@ -221,7 +221,7 @@ def cmd_ingest(config: Config, args: argparse.Namespace) -> int:
 
 def cmd_subscribers(config: Config, args: argparse.Namespace) -> int:
     if args.action == "check":  # the files alone: usable where there is no database (a profiles repository's CI)
-        from .subscribers import load_subscribers
+        from digest.subscribers import load_subscribers
 
         roster = load_subscribers(Path(config.subscribers.dir))
         for problem in roster.problems:
@@ -244,7 +244,7 @@ def _subscribers_list(app: App, args: argparse.Namespace) -> int:
 
 
 def _subscribers_import(app: App, args: argparse.Namespace) -> int:
-    from .catalogue import import_path
+    from digest.catalogue import import_path
 
     app.sync()  # an address a profile file defines stays the file's
     report = import_path(app.store, args.path, on_stored=app.prepare_interests)
@@ -255,7 +255,7 @@ def _subscribers_import(app: App, args: argparse.Namespace) -> int:
 
 
 def _subscribers_export(app: App, args: argparse.Namespace) -> int:
-    from .catalogue import export_csv
+    from digest.catalogue import export_csv
 
     app.sync()
     if args.out is None:
@@ -280,14 +280,14 @@ def _subscribers_remove(app: App, args: argparse.Namespace) -> int:
 
 
 def _subscribers_export_data(app: App, args: argparse.Namespace) -> int:
-    from .privacy import export_data
+    from digest.privacy import export_data
 
     print(json.dumps(export_data(app, args.email), ensure_ascii=False, indent=1))
     return EXIT_OK
 
 
 def _subscribers_forget(app: App, args: argparse.Namespace) -> int:
-    from .privacy import forget
+    from digest.privacy import forget
 
     result = forget(app, args.email)
     print(result.summary())
@@ -333,7 +333,7 @@ def cmd_preview(config: Config, args: argparse.Namespace) -> int:
 
 def _launch_gate(config: Config, args: argparse.Namespace, what: str = "this SMTP send") -> None:
     """The checks every send over SMTP starts with: a placeholder identity stops it (exit 2), the rest warns once."""
-    from .launch import ALLOW_ENV, smtp_gate
+    from digest.launch import ALLOW_ENV, smtp_gate
 
     if config.delivery.transport == "smtp" and not getattr(args, "dry_run", False):
         allow = args.allow_placeholder or os.environ.get(ALLOW_ENV) == "1"
@@ -395,8 +395,8 @@ def cmd_send_test(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_fetch(config: Config, args: argparse.Namespace) -> int:
-    from . import jobs
-    from .pipeline import IngestReport
+    from digest import jobs
+    from digest.pipeline import IngestReport
 
     app = _app(config)
     try:
@@ -416,7 +416,7 @@ def cmd_fetch(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_run(config: Config, args: argparse.Namespace) -> int:
-    from . import jobs
+    from digest import jobs
 
     _launch_gate(config, args)
     app = _app(config, workers=args.workers)
@@ -454,7 +454,7 @@ def cmd_worker(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_schedule(config: Config, args: argparse.Namespace) -> int:
-    from . import jobs
+    from digest import jobs
 
     _launch_gate(config, args)
     app = _app(config)
@@ -477,8 +477,8 @@ def cmd_schedule(config: Config, args: argparse.Namespace) -> int:
 def cmd_serve(config: Config, args: argparse.Namespace) -> int:
     from urllib.parse import urlsplit
 
-    from .launch import url_host
-    from .web import serve  # Flask and waitress load only for this command
+    from digest.launch import url_host
+    from digest.web import serve  # Flask and waitress load only for this command
 
     if config.signup.enabled:  # its confirmation and welcome emails go out as the digests do
         _launch_gate(config, args, what="`digest serve`'s signup emails over SMTP")
@@ -494,7 +494,7 @@ def cmd_serve(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_check(config: Config, args: argparse.Namespace) -> int:
-    from . import launch
+    from digest import launch
 
     serve = launch.Serve(args.host, args.port)
     findings = launch.check(config, os.environ, serve)
@@ -520,7 +520,7 @@ def cmd_check(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_bounces(config: Config, args: argparse.Namespace) -> int:
-    from .bounces import read_mailbox
+    from digest.bounces import read_mailbox
 
     app = _app(config)
     try:
@@ -540,8 +540,8 @@ def cmd_bounces(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_db(config: Config, args: argparse.Namespace) -> int:
-    from .store import schema
-    from .store.engine import make_engine
+    from digest.store import schema
+    from digest.store.engine import make_engine
 
     engine = make_engine(config.store.url)
     where = engine.url.render_as_string(hide_password=True)
@@ -571,8 +571,8 @@ def sa_errors() -> type[Exception]:
 
 
 def cmd_status(config: Config, args: argparse.Namespace) -> int:
-    from .schedule import Slot
-    from .status import ATTENTION, LIST_LIMIT, delivery_lines, large_list, render_status, suppression_section
+    from digest.schedule import Slot
+    from digest.status import ATTENTION, LIST_LIMIT, delivery_lines, large_list, render_status, suppression_section
 
     app = _app(config)
     now = datetime.now(UTC)
@@ -606,7 +606,7 @@ def cmd_status(config: Config, args: argparse.Namespace) -> int:
 
 
 def _ranked_json(r: Ranked) -> dict[str, Any]:
-    from .filters import paper_url
+    from digest.filters import paper_url
 
     paper = r.paper
     return {"rank": r.rank, "id": paper.arxiv_id or (f"#{paper.store_id}" if paper.store_id else paper.key),
@@ -691,7 +691,7 @@ COMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
 
 def _database_errors() -> tuple[type[BaseException], ...]:
     """Looked up only when an exception reaches `main` (importing the store costs `digest --help` its speed)."""
-    from .store.engine import database_errors
+    from digest.store.engine import database_errors
 
     return database_errors()
 
@@ -719,7 +719,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _database_errors() as exc:  # a store that fails mid-command: read-only, full, locked, damaged, gone
         if args.debug:
             raise
-        from .store.engine import explain
+        from digest.store.engine import explain
 
         print(f"digest: error: the database failed: {explain(exc)}", file=sys.stderr)
         return EXIT_FAILED

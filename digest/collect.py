@@ -11,12 +11,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 
-from .errors import FetchError
-from .fetch import Fetcher, Validators
-from .models import Paper, RecordError
-from .sources import SourceError
-from .sources.live import SourceResult, SourceSpec, read_source
-from .store import FetchRecord, Store
+from digest.errors import FetchError
+from digest.fetch import Fetcher, Validators
+from digest.models import Paper, RecordError
+from digest.sources import SourceError
+from digest.sources.live import SourceResult, SourceSpec, read_source
+from digest.store import FetchRecord, Store
 
 
 @dataclass(frozen=True)

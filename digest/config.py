@@ -12,11 +12,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from .addresses import ENCODED_WORD
-from .errors import ConfigError
-from .models import Newsletter
-from .sources.live import KINDS, SourceSpec
-from .topics import Topic, read_topics
+from digest.addresses import ENCODED_WORD
+from digest.errors import ConfigError
+from digest.models import Newsletter
+from digest.sources.live import KINDS, SourceSpec
+from digest.topics import Topic, read_topics
 
 CONFIG_ENV = "DIGEST_CONFIG"
 DEFAULT_FILE = "digest.toml"

@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import date
 
-from .models import AGAIN_SECTION, Digest, Section, Subscriber, is_old
-from .select import Pool, Signals
-from .select.rank import age_quota
+from digest.models import AGAIN_SECTION, Digest, Section, Subscriber, is_old
+from digest.select import Pool, Signals
+from digest.select.rank import age_quota
 
 __all__ = ["AGAIN_SECTION", "Ages", "is_old"]
 

@@ -20,7 +20,7 @@ from datetime import date
 from pathlib import Path
 from typing import Protocol
 
-from .errors import (
+from digest.errors import (
     ConnectionTrouble,
     DeliveryError,
     PermanentFailure,
@@ -28,10 +28,10 @@ from .errors import (
     TemporaryFailure,
     TransportUnavailable,
 )
-from .filemodes import close_to_others, make_folder
-from .journal import Entry, Journal
-from .store import Store
-from .store.engine import database_errors, explain
+from digest.filemodes import close_to_others, make_folder
+from digest.journal import Entry, Journal
+from digest.store import Store
+from digest.store.engine import database_errors, explain
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9@._+-]")
 

@@ -18,18 +18,18 @@ from pathlib import Path
 from time import sleep as time_sleep
 from typing import Any, Protocol
 
-from . import journal
-from .catalogue import SyncReport
-from .collector import held
-from .config import Config
-from .deliver import Outcome, RetryPolicy, Transport
-from .errors import StoreError
-from .logs import progress
-from .mail import message_id
-from .models import Newsletter, Subscriber
-from .schedule import Slot
-from .select import Pool
-from .sending import (
+from digest import journal
+from digest.catalogue import SyncReport
+from digest.collector import held
+from digest.config import Config
+from digest.deliver import Outcome, RetryPolicy, Transport
+from digest.errors import StoreError
+from digest.logs import progress
+from digest.mail import message_id
+from digest.models import Newsletter, Subscriber
+from digest.schedule import Slot
+from digest.select import Pool
+from digest.sending import (
     KEEP_OUTCOMES,
     Blocked,
     Composed,
@@ -40,10 +40,10 @@ from .sending import (
     queue_outcomes,
     skip,
 )
-from .store import Queue, Store
-from .store.engine import database_errors, explain
-from .subscribers import is_delivery_day
-from .workers import Died, in_processes
+from digest.store import Queue, Store
+from digest.store.engine import database_errors, explain
+from digest.subscribers import is_delivery_day
+from digest.workers import Died, in_processes
 
 log = logging.getLogger("digest")
 UNSIGNED = ("sending over SMTP without a DKIM signature: Gmail and Yahoo require bulk senders to sign, and may "

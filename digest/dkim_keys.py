@@ -16,8 +16,8 @@ from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 from cryptography.hazmat.primitives.hashes import SHA256
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat, load_pem_private_key
 
-from .errors import ConfigError
-from .filemodes import OPEN_TO_OTHERS
+from digest.errors import ConfigError
+from digest.filemodes import OPEN_TO_OTHERS
 
 ALGORITHMS = ("rsa-sha256", "ed25519-sha256")
 MIN_RSA_BITS = 1024  # RFC 8301: verifiers must not accept smaller keys (2048 recommended)

@@ -17,8 +17,8 @@ from email.utils import parsedate_to_datetime
 
 import httpx
 
-from . import __version__
-from .errors import FetchError
+from digest import __version__
+from digest.errors import FetchError
 
 USER_AGENT = f"paper-digest/{__version__} (+https://github.com/paper-digest/paper-digest)"
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})

@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import quote, quote_plus
 
-from .models import AGAIN_SECTION, Digest, Item, Paper
+from digest.models import AGAIN_SECTION, Digest, Item, Paper
 
 SUBJECT_LIMIT = 150
 HEADLINE_LIMIT = 70  # what an inbox list shows of a subject on a desktop; phones show less

@@ -16,7 +16,7 @@ from typing import Any
 import premailer
 from jinja2 import BaseLoader, Environment, TemplateNotFound
 
-from .errors import RenderError
+from digest.errors import RenderError
 
 HTML_SUFFIXES = (".html", ".htm", ".html.j2", ".htm.j2")
 WEB_PAGES = ("web/", "builtin/web/")  # pages for browsers, not emails: their <style> stays a stylesheet

@@ -13,12 +13,12 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from .collect import CollectReport, collect
-from .fetch import USER_AGENT, Fetcher, FetchPolicy
-from .pipeline import App, IngestReport
-from .schedule import Daemon, Slot, due_slots
-from .sending import SendReport
-from .subscribers import Problem
+from digest.collect import CollectReport, collect
+from digest.fetch import USER_AGENT, Fetcher, FetchPolicy
+from digest.pipeline import App, IngestReport
+from digest.schedule import Daemon, Slot, due_slots
+from digest.sending import SendReport
+from digest.subscribers import Problem
 
 log = logging.getLogger("digest")
 

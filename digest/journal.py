@@ -22,9 +22,9 @@ from datetime import date
 from pathlib import Path
 from typing import Protocol
 
-from .claims import Owner, dead
-from .errors import StoreError
-from .filemodes import open_private
+from digest.claims import Owner, dead
+from digest.errors import StoreError
+from digest.filemodes import open_private
 
 log = logging.getLogger("digest")
 

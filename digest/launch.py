@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from .config import Config, is_loopback_host
-from .errors import ConfigError, DigestError
+from digest.config import Config, is_loopback_host
+from digest.errors import ConfigError, DigestError
 
 # RFC 2606 and RFC 6761: names that are never anyone's, so mail from them is junk and links to them go nowhere.
 EXAMPLE_DOMAINS = ("example.org", "example.com", "example.net")
@@ -114,7 +114,7 @@ def dkim(config: Config, environ: Mapping[str, str]) -> list[Finding]:
                         "senders to sign their mail, and reject or junk unsigned digests",
                         "make a key and set dkim.selector (README, section \"DKIM\"), or set dkim.relay_signs = true "
                         "when your relay signs")]
-    from .signing import DkimSigner  # OpenSSL loads only when a key is to be read
+    from digest.signing import DkimSigner  # OpenSSL loads only when a key is to be read
 
     try:
         DkimSigner.from_config(config, environ)
@@ -209,7 +209,7 @@ def dns_records(config: Config, environ: Mapping[str, str] | None = None) -> lis
 def _public_keys(config: Config, environ: Mapping[str, str]) -> dict[str, str]:
     """Each DKIM selector's p= value, from the keys a send would sign with; none when they cannot be read (the
     check's dkim finding says why)."""
-    from .signing import DkimSigner
+    from digest.signing import DkimSigner
 
     try:
         signer = DkimSigner.from_config(config, environ)

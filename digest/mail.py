@@ -34,8 +34,8 @@ from io import BytesIO
 from typing import Any
 from urllib.parse import quote
 
-from .addresses import header_address
-from .models import Newsletter, Rendered, Subscriber
+from digest.addresses import header_address
+from digest.models import Newsletter, Rendered, Subscriber
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
 _PLAIN_ASCII = re.compile(r"[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from .errors import DigestError, UsageError
+from digest.errors import DigestError, UsageError
 
 
 @dataclass(frozen=True)

@@ -20,11 +20,11 @@ from dataclasses import dataclass, replace
 from datetime import date
 from typing import TYPE_CHECKING
 
-from .models import Paper, Subscriber
-from .select import Signals, rank
+from digest.models import Paper, Subscriber
+from digest.select import Signals, rank
 
 if TYPE_CHECKING:
-    from .pipeline import App
+    from digest.pipeline import App
 
 log = logging.getLogger("digest")
 

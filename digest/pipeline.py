@@ -15,30 +15,30 @@ from email.message import EmailMessage
 from functools import cached_property
 from pathlib import Path
 
-from . import catalogue, dating, sources
-from .config import Config
-from .deliver import Outcome, RetryPolicy, Transport, safe_name, send_test, write_atomic
-from .dispatch import Dispatch
-from .errors import ProfileError, UsageError
-from .mail import build_message
-from .models import Digest, Links, Paper, RecordError, Subscriber
-from .render import Renderer
-from .schedule import Slot
-from .select import CorpusStats, Pool, Ranked, SelectSettings, Signals, matches, rank, select_digest, select_many
-from .select.corpus import Fields, background
-from .select.dense import DenseEmbedder
-from .select.learn import with_models
-from .select.profile import seed_papers
-from .sending import (
+from digest import catalogue, dating, sources
+from digest.config import Config
+from digest.deliver import Outcome, RetryPolicy, Transport, safe_name, send_test, write_atomic
+from digest.dispatch import Dispatch
+from digest.errors import ProfileError, UsageError
+from digest.mail import build_message
+from digest.models import Digest, Links, Paper, RecordError, Subscriber
+from digest.render import Renderer
+from digest.schedule import Slot
+from digest.select import CorpusStats, Pool, Ranked, SelectSettings, Signals, matches, rank, select_digest, select_many
+from digest.select.corpus import Fields, background
+from digest.select.dense import DenseEmbedder
+from digest.select.learn import with_models
+from digest.select.profile import seed_papers
+from digest.sending import (
     Composed,
     Composer,
     SendReport,
     make_transport,
 )
-from .signing import DkimSigner
-from .store import Store
-from .subscribers import Problem, Roster, is_email, parse_profile
-from .tokens import Signer
+from digest.signing import DkimSigner
+from digest.store import Store
+from digest.subscribers import Problem, Roster, is_email, parse_profile
+from digest.tokens import Signer
 
 log = logging.getLogger("digest")
 SELECT_KEYS = [f.name for f in fields(SelectSettings)]

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .catalogue import ERASED
-from .errors import UsageError
+from digest.catalogue import ERASED
+from digest.errors import UsageError
 
 if TYPE_CHECKING:
-    from .pipeline import App
+    from digest.pipeline import App
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def _held(data: dict[str, Any]) -> bool:
 
 def _file_naming(app: App, email: str) -> str | None:
     """A profile file refused because it names this forgotten address, if any."""
-    from .subscribers import parse_profile
+    from digest.subscribers import parse_profile
 
     for path, _line, message in app.store.profile_problems():
         if message == ERASED:

@@ -13,10 +13,10 @@ from typing import Any
 
 from jinja2 import ChoiceLoader, Environment, FileSystemLoader, PrefixLoader, StrictUndefined, Template, TemplateError
 
-from .errors import RenderError
-from .filters import FILTERS, SUBJECT_LIMIT, one_line
-from .inlining import InliningLoader, inline_css, is_html_template
-from .models import AGAIN_SECTION, Digest, Links, Newsletter, Rendered
+from digest.errors import RenderError
+from digest.filters import FILTERS, SUBJECT_LIMIT, one_line
+from digest.inlining import InliningLoader, inline_css, is_html_template
+from digest.models import AGAIN_SECTION, Digest, Links, Newsletter, Rendered
 
 _HERE = Path(__file__).resolve().parent
 # Installed as a wheel the templates sit in the package; in a checkout, beside it.

@@ -29,7 +29,7 @@ from email.message import Message
 from email.parser import HeaderParser
 from email.utils import getaddresses, parseaddr, parsedate_to_datetime
 
-from .errors import DigestError
+from digest.errors import DigestError
 
 _STATUS = re.compile(r"^([245])\.(\d{1,3})\.(\d{1,3})$")
 _MESSAGE_ID = re.compile(r"<[^<>\s]+@[^<>\s]+>")

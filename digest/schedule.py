@@ -31,9 +31,9 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.schedulers.base import BaseScheduler
 from apscheduler.triggers.cron import CronTrigger
 
-from .errors import ConfigError, DigestError
-from .models import Subscriber
-from .subscribers import is_delivery_day
+from digest.errors import ConfigError, DigestError
+from digest.models import Subscriber
+from digest.subscribers import is_delivery_day
 
 log = logging.getLogger("digest.schedule")
 

@@ -18,17 +18,17 @@ from email.message import EmailMessage
 from pathlib import Path
 from typing import Protocol
 
-from .claims import Owner, dead
-from .config import Config
-from .deliver import NotRecorded, OutboxTransport, Outcome, RetryPolicy, Transport, deliver_one
-from .journal import Journal
-from .logs import progress
-from .mail import stored_header
-from .models import Digest, Rendered, Subscriber
-from .smtp import SmtpSettings, SmtpTransport
-from .store import Claim, Queue, Store
-from .store.engine import database_errors, explain
-from .store.tables import _now
+from digest.claims import Owner, dead
+from digest.config import Config
+from digest.deliver import NotRecorded, OutboxTransport, Outcome, RetryPolicy, Transport, deliver_one
+from digest.journal import Journal
+from digest.logs import progress
+from digest.mail import stored_header
+from digest.models import Digest, Rendered, Subscriber
+from digest.smtp import SmtpSettings, SmtpTransport
+from digest.store import Claim, Queue, Store
+from digest.store.engine import database_errors, explain
+from digest.store.tables import _now
 
 log = logging.getLogger("digest")
 NOT_ATTEMPTED = "not attempted"  # the reason of digests left for the next run because the transport stopped

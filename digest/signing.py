@@ -25,8 +25,8 @@ from typing import Any
 import dkim
 from dkim.canonicalization import CanonicalizationPolicy, Relaxed, correct_empty_body, strip_trailing_lines
 
-from .dkim_keys import SigningKey, load_signing_key, read_key_file
-from .errors import ConfigError, DeliveryError
+from digest.dkim_keys import SigningKey, load_signing_key, read_key_file
+from digest.errors import ConfigError, DeliveryError
 
 # RFC 8058 requires List-Unsubscribe and List-Unsubscribe-Post to be signed for one-click
 # unsubscribe; the rest are the headers a receiver shows or relies on. A header listed here but

@@ -36,22 +36,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from zoneinfo import available_timezones
 
-from . import catalogue
-from .addresses import is_email, mailbox_parts
-from .deliver import OutboxTransport, RetryPolicy, Transport, hand_over
-from .errors import DigestError
-from .libraries import Library, LibraryError, library_interest, read_upload
-from .mail import one_line
-from .models import Interest, Subscriber
-from .sending import Composed, make_transport
-from .store.roster import profile_json, subscriber_of
-from .store.signups import SignupRecord, expiry
-from .subscribers import check_interest
-from .tokens import BadToken
-from .topics import chosen
+from digest import catalogue
+from digest.addresses import is_email, mailbox_parts
+from digest.deliver import OutboxTransport, RetryPolicy, Transport, hand_over
+from digest.errors import DigestError
+from digest.libraries import Library, LibraryError, library_interest, read_upload
+from digest.mail import one_line
+from digest.models import Interest, Subscriber
+from digest.sending import Composed, make_transport
+from digest.store.roster import profile_json, subscriber_of
+from digest.store.signups import SignupRecord, expiry
+from digest.subscribers import check_interest
+from digest.tokens import BadToken
+from digest.topics import chosen
 
 if TYPE_CHECKING:
-    from .pipeline import App
+    from digest.pipeline import App
 
 log = logging.getLogger("digest")
 

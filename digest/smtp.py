@@ -24,9 +24,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, ConnectionTrouble, PermanentFailure, TemporaryFailure, TransportUnavailable
-from .mail import one_line
-from .returnpath import tagged_sender
+from digest.errors import ConfigError, ConnectionTrouble, PermanentFailure, TemporaryFailure, TransportUnavailable
+from digest.mail import one_line
+from digest.returnpath import tagged_sender
 
 log = logging.getLogger("digest")
 

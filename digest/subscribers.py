@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from .addresses import address_problem, is_email  # noqa: F401 - is_email: imported from here too
-from .libraries import LibraryError, digest_of, read_library
-from .models import Interest, LibraryEntry, Subscriber
+from digest.addresses import address_problem, is_email  # noqa: F401 - is_email: imported from here too
+from digest.libraries import LibraryError, digest_of, read_library
+from digest.models import Interest, LibraryEntry, Subscriber
 
 log = logging.getLogger("digest")
 

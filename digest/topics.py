@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ConfigError
-from .models import Interest
-from .subscribers import check_interest
+from digest.errors import ConfigError
+from digest.models import Interest
+from digest.subscribers import check_interest
 
 TOPIC_KEYS = ("name", "summary", "keywords", "description", "seed_papers", "weight")
 MAX_NAME = 60

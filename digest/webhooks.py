@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from .errors import DigestError
-from .reports import Failure, Report, Unreadable, bounce_kind, parse_report
+from digest.errors import DigestError
+from digest.reports import Failure, Report, Unreadable, bounce_kind, parse_report
 
 MAILGUN_MAX_AGE = 900  # seconds a Mailgun signature's timestamp may be from now (its signature is not of the body)
 MAX_EVENTS = 1000  # events one request may carry (SendGrid batches them); more: the request is refused

@@ -16,16 +16,16 @@ from datetime import date
 
 import numpy as np
 
-from ..models import Digest, Item, Section, Subscriber
-from . import stored
-from .batch import candidates
-from .corpus import CorpusStats
-from .matches import CacheStore
-from .pool import Embedder, Pool
-from .profile import Signals
-from .rank import TRENDING_SECTION, Ranked, blocked_papers, candidate_window, rank, sections
-from .scores import LIKED_SECTION, Scored, Scores, SelectSettings
-from .text import tokens
+from digest.models import Digest, Item, Section, Subscriber
+from digest.select import stored
+from digest.select.batch import candidates
+from digest.select.corpus import CorpusStats
+from digest.select.matches import CacheStore
+from digest.select.pool import Embedder, Pool
+from digest.select.profile import Signals
+from digest.select.rank import TRENDING_SECTION, Ranked, blocked_papers, candidate_window, rank, sections
+from digest.select.scores import LIKED_SECTION, Scored, Scores, SelectSettings
+from digest.select.text import tokens
 
 __all__ = ["LIKED_SECTION", "TRENDING_SECTION", "CorpusStats", "Embedder", "Pool", "Ranked", "SelectSettings",
            "Signals", "group", "rank", "select_digest", "select_many", "tokens"]

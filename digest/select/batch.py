@@ -31,13 +31,13 @@ from datetime import date
 import numpy as np
 import scipy.sparse as sp
 
-from ..collector import held
-from ..models import Interest, Paper, Subscriber
-from . import integer
-from .dense import InterestVectors
-from .learn import FeedbackModel, logits_of
-from .pool import Index, Pool, Unit
-from .profile import (
+from digest.collector import held
+from digest.models import Interest, Paper, Subscriber
+from digest.select import integer
+from digest.select.dense import InterestVectors
+from digest.select.learn import FeedbackModel, logits_of
+from digest.select.pool import Index, Pool, Unit
+from digest.select.profile import (
     CompiledInterest,
     Part,
     Signals,
@@ -47,8 +47,8 @@ from .profile import (
     seed_papers,
     unit_reference,
 )
-from .rank import blocked_indices, boost, candidate_window, old_papers
-from .scores import (
+from digest.select.rank import blocked_indices, boost, candidate_window, old_papers
+from digest.select.scores import (
     NO_MATCH,
     DenseParts,
     Directions,
@@ -64,7 +64,7 @@ from .scores import (
     section_keys,
     sigmoid,
 )
-from .vectors import codes, exact_dot
+from digest.select.vectors import codes, exact_dot
 
 TIE_MARGIN = 1e-3  # log-odds: candidates this close to the k-th, or to the floor, are kept too (rounding)
 DETAIL_CHUNK = 1000  # subscribers per chunk when every interest's scores are kept (stored matches' `candidates`)

@@ -25,8 +25,8 @@ from importlib import resources
 import numpy as np
 import scipy.sparse as sp
 
-from ..models import Paper
-from .text import ANALYZER_VERSION, N_FEATURES, count_matrix
+from digest.models import Paper
+from digest.select.text import ANALYZER_VERSION, N_FEATURES, count_matrix
 
 BM25_K1 = 1.2  # term-frequency saturation: the 2nd mention adds less than the 1st, the 5th little
 BM25_B = 0.75  # how much a long abstract's counts are discounted

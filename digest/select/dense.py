@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..models import Interest, LibraryEntry, Paper
-from .corpus import Fields, PaperTerms
-from .neural import DIM, MODEL_NAME, TextModel, load
-from .text import ANALYZER_VERSION, N_FEATURES
-from .vectors import (
+from digest.models import Interest, LibraryEntry, Paper
+from digest.select.corpus import Fields, PaperTerms
+from digest.select.neural import DIM, MODEL_NAME, TextModel, load
+from digest.select.text import ANALYZER_VERSION, N_FEATURES
+from digest.select.vectors import (
     MAX_NEIGHBOURS,
     DenseProfile,
     library_key,
@@ -42,7 +42,7 @@ from .vectors import (
 )
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from digest.store import Store
 
 log = logging.getLogger("digest")
 MEMO_TEXTS = 50_000  # query texts' embeddings a process keeps in memory (1.5 kB each)

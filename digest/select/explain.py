@@ -31,12 +31,12 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..models import Paper
-from .authors import matched
-from .pool import Index, Pool
-from .profile import Part, papers_unit
-from .scores import SECTION_SURE, Scored
-from .text import STOP_WORDS, bigrams, columns, tokens
+from digest.models import Paper
+from digest.select.authors import matched
+from digest.select.pool import Index, Pool
+from digest.select.profile import Part, papers_unit
+from digest.select.scores import SECTION_SURE, Scored
+from digest.select.text import STOP_WORDS, bigrams, columns, tokens
 
 MENTION_SHARE = 0.15  # a seed paper is named when it gives this share of the raw score (words alone)
 LIFT = 0.5  # a liked paper is named when the learned model lifts the log-odds by this much

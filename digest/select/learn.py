@@ -32,14 +32,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..models import Paper
-from .neural import DIM, MODEL_NAME
-from .vectors import centred, codes, exact_dot, reference
+from digest.models import Paper
+from digest.select.neural import DIM, MODEL_NAME
+from digest.select.vectors import centred, codes, exact_dot, reference
 
 if TYPE_CHECKING:
-    from ..models import Subscriber
-    from ..store import Store
-    from .pool import Embedder
+    from digest.models import Subscriber
+    from digest.select.pool import Embedder
+    from digest.store import Store
 
 DISLIKED_WEIGHT = 5.0  # a paper marked less counts as this many sampled store papers
 NEGATIVES = 1000  # papers sampled from the store as negatives

@@ -24,9 +24,9 @@ from typing import Protocol
 
 import numpy as np
 
-from ..models import Interest
-from .dense import InterestVectors
-from .pool import in_sorted
+from digest.models import Interest
+from digest.select.dense import InterestVectors
+from digest.select.pool import in_sorted
 
 PREFIX = "matches/"
 MATCHES_VERSION = 3  # bump when the scoring changes: every interest's matches are made again

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError
+from digest.errors import ConfigError
 
 MODEL_NAME = "all-MiniLM-L6-v2-int8"  # the store's embeddings are keyed by this: a new model, new vectors
 DIM = 384

@@ -24,12 +24,12 @@ try:
 except ImportError:  # pragma: no cover - a scipy that moved them: its public product instead
     _sparsetools = None
 
-from ..models import Paper
-from . import integer
-from .authors import author_keys, followed_keys
-from .corpus import CorpusStats, Fields, PaperTerms, background, bm25_weights
-from .text import N_FEATURES, bigrams, columns, tokens
-from .vectors import centred, codes
+from digest.models import Paper
+from digest.select import integer
+from digest.select.authors import author_keys, followed_keys
+from digest.select.corpus import CorpusStats, Fields, PaperTerms, background, bm25_weights
+from digest.select.text import N_FEATURES, bigrams, columns, tokens
+from digest.select.vectors import centred, codes
 
 # Pools up to this size keep every pair's similarity in memory (16 MB at most); a larger pool keeps the pairs of this
 # many papers, the ones a run's digests weigh for diversity most often (`hold_similarity`).

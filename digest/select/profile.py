@@ -21,10 +21,10 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..models import Interest, Paper, normalise_title
-from .learn import FeedbackModel
-from .pool import Index, Unit
-from .text import STEM_WEIGHT, bigrams, columns, stems, tokens
+from digest.models import Interest, Paper, normalise_title
+from digest.select.learn import FeedbackModel
+from digest.select.pool import Index, Unit
+from digest.select.text import STEM_WEIGHT, bigrams, columns, stems, tokens
 
 PHRASE_WORD_WEIGHT = 0.5
 DESCRIPTION_WORDS = 3.0  # a description is matched like a keyword when this many of its words are

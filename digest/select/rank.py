@@ -43,11 +43,11 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..models import Item, Paper, Section, Subscriber, is_old
-from .explain import Explainer
-from .pool import Index, Pool
-from .profile import Signals
-from .scores import (
+from digest.models import Item, Paper, Section, Subscriber, is_old
+from digest.select.explain import Explainer
+from digest.select.pool import Index, Pool
+from digest.select.profile import Signals
+from digest.select.scores import (
     CALIBRATION_A,
     CALIBRATION_B,
     LIKED_SECTION,

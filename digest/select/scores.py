@@ -13,13 +13,13 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..models import Interest, Paper, Subscriber
-from .dense import InterestVectors
-from .learn import MODEL_A, NEGATIVES, FeedbackModel, fit, without
-from .neural import DIM
-from .pool import Index, Pool, Unit
-from .profile import CompiledInterest, Signals, compile_interest, reference, seed_papers
-from .vectors import EXACT_BLOCK, DenseProfile, exact_dot, fused_rows
+from digest.models import Interest, Paper, Subscriber
+from digest.select.dense import InterestVectors
+from digest.select.learn import MODEL_A, NEGATIVES, FeedbackModel, fit, without
+from digest.select.neural import DIM
+from digest.select.pool import Index, Pool, Unit
+from digest.select.profile import CompiledInterest, Signals, compile_interest, reference, seed_papers
+from digest.select.vectors import EXACT_BLOCK, DenseProfile, exact_dot, fused_rows
 
 LIKED_SECTION = "More like papers you liked"
 # The words' calibration (bench/calibrate.py, keyword profiles): log-odds at one typical mention, and how fast they

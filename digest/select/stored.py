@@ -21,10 +21,10 @@ from datetime import date
 import numpy as np
 import scipy.sparse as sp
 
-from ..collector import held
-from ..models import Interest, Subscriber
-from . import matches
-from .batch import (
+from digest.collector import held
+from digest.models import Interest, Subscriber
+from digest.select import matches
+from digest.select.batch import (
     DETAIL_CHUNK,
     TIE_MARGIN,
     _best,
@@ -37,12 +37,12 @@ from .batch import (
     _scored,
     _top_near,
 )
-from .dense import InterestVectors
-from .matches import DRIFT, MARGIN, CacheStore, Matches
-from .pool import Index, Pool
-from .profile import Signals
-from .rank import candidate_window
-from .scores import (
+from digest.select.dense import InterestVectors
+from digest.select.matches import DRIFT, MARGIN, CacheStore, Matches
+from digest.select.pool import Index, Pool
+from digest.select.profile import Signals
+from digest.select.rank import candidate_window
+from digest.select.scores import (
     AUTHOR_LOGIT,
     LEXICAL_FLOOR,
     NO_MATCH,

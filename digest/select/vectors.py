@@ -43,8 +43,8 @@ from importlib import resources
 
 import numpy as np
 
-from . import integer
-from .neural import DIM, MODEL_NAME
+from digest.select import integer
+from digest.select.neural import DIM, MODEL_NAME
 
 PSEUDO_POSITIVES = 10  # reference papers nearest a query that its model learns from
 # `text_profiles`: queries whose nearest reference papers one product shortlists (64 × 7,471 closeness: 1.9 MB, its

@@ -12,22 +12,22 @@ from datetime import date
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from ..errors import StoreError
-from . import schema
-from .bounces import BounceEvent, BounceStore, SoftPolicy
-from .claims import Claim, ClaimStore, Queue
-from .console import ConsoleStore
-from .engine import explain, make_engine, shown
-from .feedback import FeedbackStore
-from .metrics import MetricsStore, Snapshot
-from .papers import PaperStore
-from .privacy import PrivacyStore, forgotten_key
-from .records import DeliveryRecord, FetchRecord, IngestCounts, Preference, RunRecord
-from .roster import FileState, RosterStore, SlotCount
-from .runs import RunStore
-from .sendlog import SendLogStore
-from .signups import Confirmation, SignupRecord, SignupStore
-from .tables import meta
+from digest.errors import StoreError
+from digest.store import schema
+from digest.store.bounces import BounceEvent, BounceStore, SoftPolicy
+from digest.store.claims import Claim, ClaimStore, Queue
+from digest.store.console import ConsoleStore
+from digest.store.engine import explain, make_engine, shown
+from digest.store.feedback import FeedbackStore
+from digest.store.metrics import MetricsStore, Snapshot
+from digest.store.papers import PaperStore
+from digest.store.privacy import PrivacyStore, forgotten_key
+from digest.store.records import DeliveryRecord, FetchRecord, IngestCounts, Preference, RunRecord
+from digest.store.roster import FileState, RosterStore, SlotCount
+from digest.store.runs import RunStore
+from digest.store.sendlog import SendLogStore
+from digest.store.signups import Confirmation, SignupRecord, SignupStore
+from digest.store.tables import meta
 
 __all__ = ["BounceEvent", "BounceStore", "Claim", "ClaimStore", "Confirmation", "DeliveryRecord", "FeedbackStore",
            "FetchRecord", "FileState", "IngestCounts", "Preference", "PrivacyStore", "Queue", "RosterStore",

@@ -15,9 +15,9 @@ from datetime import date, datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from .engine import Base
-from .privacy import forgotten_key, is_hashed
-from .tables import _now, bounces, deliveries, mail_reports, subscribers, suppressions
+from digest.store.engine import Base
+from digest.store.privacy import forgotten_key, is_hashed
+from digest.store.tables import _now, bounces, deliveries, mail_reports, subscribers, suppressions
 
 REPLACEABLE = ("unsubscribed",)  # reasons a bounce or complaint overrides: a resubscribe must not lift those
 LIFTABLE = ("bounced", "complaint")  # reasons (their first word) the operator may lift: reports made them

@@ -22,8 +22,8 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
-from .engine import Base
-from .tables import _now, deliveries, papers, workers
+from digest.store.engine import Base
+from digest.store.tables import _now, deliveries, papers, workers
 
 KEEP = 10_000  # settled rows listed by name (beyond this, only counted)
 CHUNK = 500  # rows per statement: below SQLite's bound-parameter limit, few round trips

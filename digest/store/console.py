@@ -22,12 +22,12 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..subscribers import WEEKDAYS
-from .engine import Base
-from .records import DeliveryRecord
-from .signups import SignupRecord
-from .signups import _record as _signup
-from .tables import _record, deliveries, preferences, signups, subscribers, suppressions
+from digest.store.engine import Base
+from digest.store.records import DeliveryRecord
+from digest.store.signups import SignupRecord
+from digest.store.signups import _record as _signup
+from digest.store.tables import _record, deliveries, preferences, signups, subscribers, suppressions
+from digest.subscribers import WEEKDAYS
 
 # The console's filters: a state of a digest of the date, or of the subscriber (see `_where`).
 STATES = ("all", "due", "sent", "failed", "bounced", "suppressed", "paused", "pending signup")

@@ -19,9 +19,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from ..errors import StoreError
-from ..filemodes import close_to_others, create_file
-from ..logs import masked
+from digest.errors import StoreError
+from digest.filemodes import close_to_others, create_file
+from digest.logs import masked
 
 _POSTGRES_ALIASES = ("postgres://", "postgresql://")
 BUSY_TIMEOUT_MS = 30_000

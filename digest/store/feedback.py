@@ -11,9 +11,9 @@ import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from ..models import MAX_ROW_ID, LibraryEntry, Paper, clean_arxiv_id, normalise_title
-from .engine import Base
-from .tables import _from_row, _now, cache, embeddings, feedback, libraries, papers
+from digest.models import MAX_ROW_ID, LibraryEntry, Paper, clean_arxiv_id, normalise_title
+from digest.store.engine import Base
+from digest.store.tables import _from_row, _now, cache, embeddings, feedback, libraries, papers
 
 
 @dataclass(frozen=True)
@@ -192,7 +192,7 @@ class FeedbackStore(Base):
 
     def put_library(self, key: str, entries: Sequence[LibraryEntry]) -> None:
         """Keep a library's entries under its digest (`libraries.digest_of`); kept once, whoever shares it."""
-        from .roster import put_libraries
+        from digest.store.roster import put_libraries
 
         with self.write() as conn:
             put_libraries(conn, {key: entries})

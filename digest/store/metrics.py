@@ -7,8 +7,8 @@ from datetime import date, datetime, timedelta
 
 import sqlalchemy as sa
 
-from .engine import Base
-from .tables import bounces, deliveries, fetches, mail_reports, runs, suppressions, workers
+from digest.store.engine import Base
+from digest.store.tables import bounces, deliveries, fetches, mail_reports, runs, suppressions, workers
 
 DATES = 2  # digest dates counted: the latest (up to tomorrow, as local dates run ahead of UTC) and the one before
 

@@ -10,11 +10,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..models import MAX_ROW_ID, NOT_TEXT, REPLACEMENT, Paper, normalise_title
-from .claims import CHUNK
-from .engine import Base
-from .records import IngestCounts
-from .tables import _from_row, _now, _to_json, papers, upvotes
+from digest.models import MAX_ROW_ID, NOT_TEXT, REPLACEMENT, Paper, normalise_title
+from digest.store.claims import CHUNK
+from digest.store.engine import Base
+from digest.store.records import IngestCounts
+from digest.store.tables import _from_row, _now, _to_json, papers, upvotes
 
 
 def _merge(old: Paper, new: Paper) -> Paper:

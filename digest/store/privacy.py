@@ -19,9 +19,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from .engine import Base
-from .roster import drop_unused_libraries
-from .tables import (
+from digest.store.engine import Base
+from digest.store.roster import drop_unused_libraries
+from digest.store.tables import (
     _now,
     bounces,
     cache,

@@ -17,11 +17,11 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
-from ..models import Interest, LibraryEntry, Subscriber
-from .claims import CHUNK, KEEP, SETTLED, Queue, settled_reason
-from .engine import Base
-from .tables import _now, deliveries, papers, preferences, profile_files, subscribers, suppressions
-from .tables import libraries as libraries_table
+from digest.models import Interest, LibraryEntry, Subscriber
+from digest.store.claims import CHUNK, KEEP, SETTLED, Queue, settled_reason
+from digest.store.engine import Base
+from digest.store.tables import _now, deliveries, papers, preferences, profile_files, subscribers, suppressions
+from digest.store.tables import libraries as libraries_table
 
 preferences_table = preferences
 
@@ -111,7 +111,7 @@ def library_keys_of(conn: Connection, where: Any, table: sa.Table = subscribers)
 
 def drop_unused_libraries(conn: Connection, keys: Iterable[str]) -> int:
     """Delete these libraries but those a remaining profile (a subscriber's of any source, a signup's) names."""
-    from .tables import signups
+    from digest.store.tables import signups
 
     dropped = 0
     for key in sorted(keys):

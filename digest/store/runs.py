@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from .engine import Base
-from .records import FetchRecord, RunRecord
-from .tables import _now, fetches, locks, runs
+from digest.store.engine import Base
+from digest.store.records import FetchRecord, RunRecord
+from digest.store.tables import _now, fetches, locks, runs
 
 
 class RunStore(Base):

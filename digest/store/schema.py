@@ -13,9 +13,9 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from ..errors import StoreError
-from .engine import write
-from .tables import metadata
+from digest.errors import StoreError
+from digest.store.engine import write
+from digest.store.tables import metadata
 
 HEAD = "0007"  # the newest migration; tests check it against migrations/versions/
 BASELINE = "0001"  # the schema before migrations
@@ -84,7 +84,7 @@ def _locked_current(conn: Connection) -> str | None:
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK_KEY})
     revision = current(conn)
     if revision is None:
-        from .console import make_search_indexes  # (the search indexes, as migration 0007 makes them)
+        from digest.store.console import make_search_indexes  # (the search indexes, as migration 0007 makes them)
 
         metadata.create_all(conn)
         make_search_indexes(conn)

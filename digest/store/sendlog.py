@@ -11,12 +11,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..models import Paper
-from .claims import CHUNK
-from .engine import Base, begin_immediate
-from .privacy import forgotten_key
-from .records import DeliveryRecord, Preference
-from .tables import _from_row, _now, _record, deliveries, papers, preferences, received, suppressions
+from digest.models import Paper
+from digest.store.claims import CHUNK
+from digest.store.engine import Base, begin_immediate
+from digest.store.privacy import forgotten_key
+from digest.store.records import DeliveryRecord, Preference
+from digest.store.tables import _from_row, _now, _record, deliveries, papers, preferences, received, suppressions
 
 _SQLITE_TIME = "%Y-%m-%d %H:%M:%S.%f"  # how SQLAlchemy stores a DateTime in SQLite
 _SENT_UPDATE = ("UPDATE deliveries SET status = 'sent', detail = '', claimed_by = NULL, lease_until = NULL, "

@@ -13,10 +13,17 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
-from ..models import LibraryEntry, Subscriber
-from .engine import Base
-from .roster import RosterStore, drop_unused_libraries, library_keys_of, put_libraries, subscriber_of, subscriber_row
-from .tables import _now, consents, rate_limits, signups, subscribers, suppressions
+from digest.models import LibraryEntry, Subscriber
+from digest.store.engine import Base
+from digest.store.roster import (
+    RosterStore,
+    drop_unused_libraries,
+    library_keys_of,
+    put_libraries,
+    subscriber_of,
+    subscriber_row,
+)
+from digest.store.tables import _now, consents, rate_limits, signups, subscribers, suppressions
 
 KEEP_WINDOWS = 2 * 86400  # rate-limit windows older than this are deleted (the longest window is a day)
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..models import Paper
-from .records import DeliveryRecord
+from digest.models import Paper
+from digest.store.records import DeliveryRecord
 
 metadata = sa.MetaData()
 

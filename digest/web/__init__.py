@@ -22,11 +22,11 @@ from urllib.parse import urlsplit
 
 from flask import Flask, Response
 
-from ..config import is_loopback_host
-from ..errors import DigestError, UsageError
-from ..pipeline import App
-from . import feeds, guard, interests, library, metrics, operator, public, signup, uploads, webhooks, welcome
-from .common import CSP
+from digest.config import is_loopback_host
+from digest.errors import DigestError, UsageError
+from digest.pipeline import App
+from digest.web import feeds, guard, interests, library, metrics, operator, public, signup, uploads, webhooks, welcome
+from digest.web.common import CSP
 
 log = logging.getLogger("digest")
 

@@ -6,9 +6,9 @@ from typing import Any
 
 from flask import current_app, request
 
-from ..pipeline import App
-from ..signup import zones
-from ..subscribers import WEEKDAYS
+from digest.pipeline import App
+from digest.signup import zones
+from digest.subscribers import WEEKDAYS
 
 FREQUENCIES = [("daily", "Every day"), ("weekdays", "Monday to Friday")] + [
     (f"weekly:{day}", f"Once a week, on {name}") for day, name in zip(

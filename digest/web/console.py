@@ -11,10 +11,10 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from ..models import Subscriber
-from ..pipeline import App
-from ..status import DeliveryLine, delivery_lines, run_line, why_suppressed, worker_line
-from ..store.bounces import LIFTABLE
+from digest.models import Subscriber
+from digest.pipeline import App
+from digest.status import DeliveryLine, delivery_lines, run_line, why_suppressed, worker_line
+from digest.store.bounces import LIFTABLE
 
 PAGE_SIZES = (25, 50, 100, 200)  # rows a page may hold (the size a request may ask for)
 PAGE_SIZE = 50

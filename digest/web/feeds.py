@@ -32,11 +32,11 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from flask import Blueprint, Response, abort, request
 
-from ..filters import format_date, paper_url, truncate_words
-from ..models import Paper
-from ..tokens import BadToken
-from .common import current, page
-from .public import _links, _token, mailed
+from digest.filters import format_date, paper_url, truncate_words
+from digest.models import Paper
+from digest.tokens import BadToken
+from digest.web.common import current, page
+from digest.web.public import _links, _token, mailed
 
 blueprint = Blueprint("feeds", __name__)
 

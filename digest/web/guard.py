@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from flask import Flask, Response, current_app, request
 
-from ..config import is_loopback_host
+from digest.config import is_loopback_host
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 WILDCARDS = ("", "0.0.0.0", "::")

@@ -20,11 +20,11 @@ from typing import Any
 
 from flask import Blueprint, Response, abort, request
 
-from ..models import MAX_ROW_ID, Interest, Subscriber
-from ..subscribers import MAX_DESCRIPTION, MAX_INTERESTS, MAX_NAME, validate
-from ..topics import chosen
-from .common import CSP, MANAGERS, current, page, zone_groups
-from .public import _same_site_or_403, _token
+from digest.models import MAX_ROW_ID, Interest, Subscriber
+from digest.subscribers import MAX_DESCRIPTION, MAX_INTERESTS, MAX_NAME, validate
+from digest.topics import chosen
+from digest.web.common import CSP, MANAGERS, current, page, zone_groups
+from digest.web.public import _same_site_or_403, _token
 
 blueprint = Blueprint("interests", __name__)
 

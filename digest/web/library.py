@@ -17,13 +17,13 @@ from dataclasses import dataclass, replace
 from flask import Blueprint, Response, abort, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from ..libraries import MAX_ENTRIES, Library, LibraryError, library_interest, read_upload
-from ..models import Interest, Subscriber
-from ..signup import LIBRARY_INTEREST
-from ..subscribers import MAX_INTERESTS, MAX_LIBRARIES, MAX_NAME
-from .common import MANAGERS, current, page
-from .public import _same_site_or_403, _token
-from .uploads import MAX_BODY_BYTES, PASTED, allow_large_body, describe, prepare_later, upload_of
+from digest.libraries import MAX_ENTRIES, Library, LibraryError, library_interest, read_upload
+from digest.models import Interest, Subscriber
+from digest.signup import LIBRARY_INTEREST
+from digest.subscribers import MAX_INTERESTS, MAX_LIBRARIES, MAX_NAME
+from digest.web.common import MANAGERS, current, page
+from digest.web.public import _same_site_or_403, _token
+from digest.web.uploads import MAX_BODY_BYTES, PASTED, allow_large_body, describe, prepare_later, upload_of
 
 blueprint = Blueprint("library", __name__)
 

@@ -18,8 +18,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
-from ..store import Snapshot, Store
-from .operator import authorise
+from digest.store import Snapshot, Store
+from digest.web.operator import authorise
 
 blueprint = Blueprint("metrics", __name__)
 

@@ -18,15 +18,15 @@ from urllib.parse import urlencode
 
 from flask import Blueprint, Response, abort, current_app, redirect, request, url_for
 
-from ..catalogue import import_one
-from ..errors import DigestError
-from ..models import FIRST_DAY, LAST_DAY
-from ..status import SUPPRESSED_LIMIT, shown_address, why_suppressed
-from ..store.console import STATES
-from ..subscribers import validate
-from . import console
-from .common import CSP, FREQUENCIES, current, from_proxy, page
-from .guard import SAFE_METHODS, same_site
+from digest.catalogue import import_one
+from digest.errors import DigestError
+from digest.models import FIRST_DAY, LAST_DAY
+from digest.status import SUPPRESSED_LIMIT, shown_address, why_suppressed
+from digest.store.console import STATES
+from digest.subscribers import validate
+from digest.web import console
+from digest.web.common import CSP, FREQUENCIES, current, from_proxy, page
+from digest.web.guard import SAFE_METHODS, same_site
 
 blueprint = Blueprint("operator", __name__)
 

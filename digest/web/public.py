@@ -18,11 +18,11 @@ from urllib.parse import urlsplit
 
 from flask import Blueprint, Response, abort, current_app, request, url_for
 
-from ..models import MAX_ROW_ID, Links
-from ..tokens import FOREVER, BadToken, Token
-from .common import FREQUENCIES, current, page
-from .guard import same_site
-from .signup import landing_form
+from digest.models import MAX_ROW_ID, Links
+from digest.tokens import FOREVER, BadToken, Token
+from digest.web.common import FREQUENCIES, current, page
+from digest.web.guard import same_site
+from digest.web.signup import landing_form
 
 blueprint = Blueprint("public", __name__)
 
@@ -161,7 +161,7 @@ def forget(token: str) -> str:
     done = current().store.is_forgotten(subject.email)  # a second POST (or a reload) finds it done
     if request.method == "POST" and not done:
         _same_site_or_403()
-        from ..privacy import forget as erase
+        from digest.privacy import forget as erase
 
         erase(current(), subject.email)
         done = True

@@ -18,12 +18,12 @@ from urllib.parse import urlsplit
 from flask import Blueprint, Response, abort, current_app, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from ..libraries import library_interest
-from ..onboarding import offered
-from ..signup import LIBRARY_INTEREST, Form, Invalid, Refused, Signups, zones
-from .common import CSP, FREQUENCIES, current, page, zone_groups
-from .guard import host_name, same_site
-from .uploads import MAX_BODY_BYTES, allow_large_body, describe, prepare_later, upload_of
+from digest.libraries import library_interest
+from digest.onboarding import offered
+from digest.signup import LIBRARY_INTEREST, Form, Invalid, Refused, Signups, zones
+from digest.web.common import CSP, FREQUENCIES, current, page, zone_groups
+from digest.web.guard import host_name, same_site
+from digest.web.uploads import MAX_BODY_BYTES, allow_large_body, describe, prepare_later, upload_of
 
 blueprint = Blueprint("signup", __name__)
 

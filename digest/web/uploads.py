@@ -14,9 +14,9 @@ from collections.abc import Sequence
 
 from flask import Request, current_app
 
-from ..libraries import MAX_ENTRIES, Library
-from ..models import Interest
-from .common import current
+from digest.libraries import MAX_ENTRIES, Library
+from digest.models import Interest
+from digest.web.common import current
 
 log = logging.getLogger("digest")
 
@@ -78,7 +78,7 @@ def prepare_later(interests: Sequence[Interest]) -> None:
     lock = current_app.config.setdefault("LIBRARY_PREPARING", threading.Lock())
 
     def prepare() -> None:
-        from ..select.dense import DenseEmbedder
+        from digest.select.dense import DenseEmbedder
 
         with lock:
             try:  # an embedder of its own: the request threads' one keeps memos that are not made to be shared

@@ -19,10 +19,10 @@ from datetime import date
 import httpx
 from flask import Blueprint, Flask, Response, abort, current_app, request
 
-from .. import bounces, webhooks
-from ..errors import DigestError
-from ..reports import Report
-from .common import current
+from digest import bounces, webhooks
+from digest.errors import DigestError
+from digest.reports import Report
+from digest.web.common import current
 
 MAX_BODY_BYTES = 1024 * 1024  # a webhook's body: an SNS message is up to 256 KB, a SendGrid batch of 1,000 events more
 

@@ -17,11 +17,11 @@ from urllib.parse import urlsplit
 
 from flask import Blueprint, Response, abort, redirect, request
 
-from ..models import Links, Subscriber
-from ..onboarding import offered, rate
-from .common import CSP, current, page
-from .guard import same_site
-from .public import _links, _token
+from digest.models import Links, Subscriber
+from digest.onboarding import offered, rate
+from digest.web.common import CSP, current, page
+from digest.web.guard import same_site
+from digest.web.public import _links, _token
 
 blueprint = Blueprint("welcome", __name__)
 
