@@ -3,7 +3,7 @@
     .venv/bin/python bench/ceiling.py [--messages 20000] [--senders 1 2] [--rounds 3] [--smtp-sink PATH]
                                       [--marks [--store postgresql]]
 
-Issue 29 asks how close a million-reader send comes to "Postfix's `smtp-sink` on this machine, the physical
+How close a million-reader send comes to "Postfix's `smtp-sink` on this machine, the physical
 limit here". This measures that limit the way a send reaches it: digests composed before any clock starts
 (generated profiles over the seed papers, as bench/render.py and bench/deliver.py make them), then N sender
 processes, each with one reused connection through the real `SmtpTransport`, handing them to one `smtp-sink` (the
@@ -14,7 +14,7 @@ postgresql` a throwaway PostgreSQL server on the same machine with a production 
 bench/e2e.py starts one), whose CPU is counted beside the sink's.
 
 Printed per sender count: messages a second (wall), each side's CPU a message (the senders' own, the sink's and
-the PostgreSQL server's read from /proc), and what that leaves of two cores for composing a digest at issue 29's
+the PostgreSQL server's read from /proc), and what that leaves of two cores for composing a digest at the target's
 target rate for a million readers with two workers: 1,700 a second on SQLite (2 cores / 1,700 = 1.18 ms a digest in
 all), 1,200 on PostgreSQL (1.67 ms).
 """
@@ -34,9 +34,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from digest.app import App  # noqa: E402
 from digest.config import build_config  # noqa: E402
-from digest.pipeline import App  # noqa: E402
-from digest.smtp import SmtpSettings, SmtpTransport  # noqa: E402
+from digest.delivery.smtp import SmtpSettings, SmtpTransport  # noqa: E402
 from digest.store import Store  # noqa: E402
 
 
@@ -51,7 +51,7 @@ def _load(name: str) -> object:
 bench_render = _load("render")
 infra = _load("e2e_infra")
 DAY: date = bench_render.DAY  # type: ignore[attr-defined]
-TARGET = {"sqlite": 1700, "postgresql": 1200}  # digests a second, a million readers with two workers (issue 29)
+TARGET = {"sqlite": 1700, "postgresql": 1200}  # digests a second, a million readers with two workers
 CORES = 2
 
 
@@ -59,11 +59,11 @@ def compose(folder: Path, count: int, url: str) -> list[tuple[str, bytes, list[i
     """`count` finished digests composed on the store at `url`: recipient, bytes, the store ids of their papers."""
     app = App(build_config({"store": {"url": url}}, base=folder))
     app.ingest([ROOT / "seeds"], seen_on=DAY)
-    pool = app.pool(DAY)
+    pool = app.composer.pool(DAY)
     distinct = bench_render.make_subscribers(min(count, 2000))  # type: ignore[attr-defined]
     made = []
     for subscriber in distinct:
-        composed = app.compose(subscriber, DAY, pool, received=set())
+        composed = app.composer.compose(subscriber, DAY, pool, received=set())
         made.append((composed.message.as_bytes(), composed.paper_ids))
     app.close()
     return [(f"r{n}@example.org", *made[n % len(made)]) for n in range(count)]

@@ -27,9 +27,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from digest.app import App  # noqa: E402
 from digest.config import build_config  # noqa: E402
 from digest.models import Interest, Subscriber  # noqa: E402
-from digest.pipeline import App  # noqa: E402
 from digest.store.signups import SignupRecord  # noqa: E402
 from digest.store.tables import deliveries  # noqa: E402
 from digest.web import create_app  # noqa: E402

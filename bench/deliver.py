@@ -33,12 +33,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from digest import smtp  # noqa: E402
+from digest import daily  # noqa: E402
+from digest.app import App  # noqa: E402
 from digest.config import build_config  # noqa: E402
-from digest.dkim_keys import load_signing_key  # noqa: E402
-from digest.pipeline import App  # noqa: E402
-from digest.signing import SIGNED_HEADERS, DkimSigner, Signature  # noqa: E402
-from digest.smtp import SmtpSettings, SmtpTransport  # noqa: E402
+from digest.delivery import smtp  # noqa: E402
+from digest.delivery.dkim import SIGNED_HEADERS, DkimSigner, Signature  # noqa: E402
+from digest.delivery.dkim_keys import load_signing_key  # noqa: E402
+from digest.delivery.smtp import SmtpSettings, SmtpTransport  # noqa: E402
 from digest.store import Store  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("bench_render", ROOT / "bench" / "render.py")
@@ -50,8 +51,8 @@ Messages = list[tuple[str, bytes]]
 
 def compose(app: App, count: int) -> Messages:
     """`count` finished digests (recipient, bytes) for generated subscribers."""
-    pool = app.pool(DAY)
-    return [(s.email, app.compose(s, DAY, pool, received=set()).message.as_bytes())
+    pool = app.composer.pool(DAY)
+    return [(s.email, app.composer.compose(s, DAY, pool, received=set()).message.as_bytes())
             for s in bench_render.make_subscribers(count)]
 
 
@@ -116,11 +117,11 @@ def compare(name: str, settings: SmtpSettings, messages: Messages, baseline: int
     reuse = Meter(replace(settings, messages_per_connection=0))
     fresh = Meter(replace(settings, messages_per_connection=1))
     for i in range(rounds):
-        reuse.send(messages[i::rounds])
+        daily.send(reuse, messages[i::rounds])
         fresh.send(messages[:baseline][i::rounds])
     reuse.close()
     fresh.close()
-    print(f"{name}: reuse {reuse.rate:.0f} msg/s over {reuse.transport.connections} connection, "
+    print(f"{name}: reuse {reuse.rate:.0f} msg/s over {reuse.mailer.transport.connections} connection, "
           f"sender CPU {reuse.cpu_ms:.3f} ms/msg; new connection per message {fresh.rate:.0f} msg/s "
           f"({fresh.cpu_ms:.3f} ms/msg); {reuse.rate / fresh.rate:.1f}x")
     return {"reuse": reuse.rate, "per_message": fresh.rate, "cpu": reuse.cpu_ms}
@@ -131,7 +132,7 @@ def without_nodelay(settings: SmtpSettings, messages: Messages) -> float:
     keep, smtp._nodelay = smtp._nodelay, lambda sock: sock  # type: ignore[assignment]
     try:
         meter = Meter(replace(settings, messages_per_connection=0))
-        meter.send(messages)
+        daily.send(meter, messages)
         meter.close()
         return meter.rate
     finally:

@@ -62,12 +62,12 @@ import e2e_site as sites  # noqa: E402
 import e2e_stages as stages  # noqa: E402
 from e2e_report import MILLION, Baselines, Profiled, Result, Variant, report  # noqa: E402
 
+from digest.app import App  # noqa: E402
 from digest.config import build_config  # noqa: E402
 from digest.models import Subscriber  # noqa: E402
-from digest.pipeline import App  # noqa: E402
 
 DEFAULT_DAY = date(2026, 6, 30)  # a Tuesday with 329 papers listed; the days before it make up the 1,000
-DEFAULT_SAMPLE = os.environ.get("DIGEST_ARXIV_SAMPLE", "/work/shared/data/arxiv_sample.jsonl.gz")
+DEFAULT_SAMPLE = os.environ.get("DIGEST_ARXIV_SAMPLE", "")  # the arXiv sample (gzip JSONL), or --sample
 SECRET = "e2e-benchmark-link-key"  # DIGEST_SECRET: the link-signing key, as production sets it
 SUMMARY = re.compile(r"sent (\d+), skipped (\d+), failed (\d+), deferred (\d+)")
 
@@ -247,7 +247,7 @@ def compose_site_cpu_ms(site: sites.Site, count: int) -> tuple[float, float]:
         app = App(build_config({"store": {"url": "sqlite:///digest.db"},
                                 "subscribers": {"dir": str(site.subscribers_dir)}}, base=Path(tmp)))
         try:
-            return timed_compose(app, list(app.roster().subscribers[:count]), site.spec.day)
+            return timed_compose(app, list(app.profiles.roster().subscribers[:count]), site.spec.day)
         finally:
             app.close()
 
@@ -274,7 +274,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--day", type=date.fromisoformat, default=DEFAULT_DAY, help="the digest date D")
     parser.add_argument("--seed", type=int, default=1, help="of the generated subscribers")
-    parser.add_argument("--sample", type=Path, default=Path(DEFAULT_SAMPLE), help="arXiv sample (gzip JSONL)")
+    parser.add_argument("--sample", type=Path, default=Path(DEFAULT_SAMPLE) if DEFAULT_SAMPLE else None,
+                        required=not DEFAULT_SAMPLE, help="arXiv sample, gzip JSONL (default: $DIGEST_ARXIV_SAMPLE)")
     parser.add_argument("--compose-subscribers", type=int, default=3000, help="for the bench/render.py baseline")
     parser.add_argument("--subscriber-form", choices=("auto", "csv", "toml"), default="auto",
                         help="csv: one list imported with `digest subscribers import` (auto: when it exists); "

@@ -1,8 +1,8 @@
 """Several days in a row for bench/e2e.py (`--days N`): what the second, seventh, thirtieth send costs.
 
 Every benchmark before this started from a fresh store, so none saw a second day: a send log with
-history, statistics the database gathered on it (issue 28: PostgreSQL then claimed a whole day at
-once), a selection window holding several days of papers (issue 29). Here one store lives through N
+history, statistics the database gathered on it (PostgreSQL once claimed a whole day
+at once), a selection window holding several days of papers. Here one store lives through N
 successive days: each day `digest ingest` brings 1,000 new real arXiv papers (the sample's newest
 N × 1,000 up to --day, oldest first, one block per day) and `digest send --date D` delivers to every
 subscriber (all on a daily schedule, so all are due every day) over SMTP to the sink. Between two

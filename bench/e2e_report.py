@@ -1,6 +1,6 @@
 """What bench/e2e.py measured, and how it prints it: tables for people, `name: value` lines for scripts.
 
-Issue 16's targets are checked here too, each against the figure it names, so that a run says
+The send's targets are checked here too, each against the figure it names, so that a run says
 plainly which are met. Figures at 1,000,000 subscribers come from the slope between the two
 largest sizes measured (the fixed costs of a run, imports and the pool, do not scale with N).
 With several rounds (`--repeat`), every run is listed, and each figure is the median over the
@@ -247,7 +247,7 @@ def _flat_memory(results: list[Result], top: dict[Variant, Result], n: int) -> l
 
 
 def targets(results: list[Result], idle: list[Result], base: Baselines) -> list[str]:
-    """Issue 16's targets at the largest size measured, each with the figure it is judged on (medians over rounds)."""
+    """The send's targets at the largest size measured, each with the figure it is judged on (medians over rounds)."""
     every, results = results, typical(results)
     n = max(r.subscribers for r in results)
     top = {r.variant: r for r in results if r.subscribers == n}
@@ -290,7 +290,7 @@ def report(results: list[Result], idle: list[Result], base: Baselines, profiled:
         same = [r for r in results if r.subscribers == profiled.subscribers and r.variant == Variant("sqlite", True, 1)]
         lines += print_stages(stages.by_stage(profiled.stats, root), profiled.sent, same[0].cpu_ms if same else None)
         print_hottest(profiled.stats, profiled.sent, root)
-    print("\ntargets (issue 16):")
+    print("\ntargets:")
     for line in targets(results, idle, base):
         print(f"  {line}")
     for note in notes:

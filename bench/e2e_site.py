@@ -25,7 +25,7 @@ from scale import TOPICS  # the ranking benchmark's ten topics, so both benches 
 
 from digest.select.text import words
 from digest.store.schema import HEAD
-from digest.subscribers import WEEKDAYS
+from digest.subscribers.profiles import WEEKDAYS
 
 SITE_VERSION = 3  # bump when what a site holds changes, so cached sites are rebuilt
 PAPERS = 1000

@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from digest.select.neural import MODEL_NAME, TextModel  # noqa: E402
 
-DEFAULT_DATA = os.environ.get("DIGEST_ARXIV_SAMPLE", "/work/shared/data/arxiv_sample.jsonl.gz")
+DEFAULT_DATA = os.environ.get("DIGEST_ARXIV_SAMPLE", "")  # the arXiv sample (gzip JSONL), or --data
 
 
 def cache_path(max_tokens: int) -> Path:
@@ -34,7 +34,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--data", default=DEFAULT_DATA)
+    parser.add_argument("--data", default=DEFAULT_DATA, required=not DEFAULT_DATA,
+                        help="the arXiv sample, gzip JSONL (default: $DIGEST_ARXIV_SAMPLE)")
     args = parser.parse_args()
     texts = []
     with gzip.open(args.data, "rt", encoding="utf-8") as lines:

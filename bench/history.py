@@ -1,4 +1,4 @@
-"""History: a send costs the same whether the store holds 0 or 90 earlier days of digests (issue 16).
+"""History: a send costs the same whether the store holds 0 or 90 earlier days of digests.
 
     nice -n 5 .venv/bin/python bench/history.py [--subscribers 10000] [--days 0 30 90] [--repeat 2]
 
@@ -71,7 +71,8 @@ def main() -> None:
     parser.add_argument("--days", type=int, nargs="+", default=[0, 30, 90])
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--day", type=date.fromisoformat, default=date(2026, 6, 30))
-    parser.add_argument("--sample", type=Path, default=Path(DEFAULT_SAMPLE), help="arXiv sample (gzip JSONL)")
+    parser.add_argument("--sample", type=Path, default=Path(DEFAULT_SAMPLE) if DEFAULT_SAMPLE else None,
+                        required=not DEFAULT_SAMPLE, help="arXiv sample, gzip JSONL (default: $DIGEST_ARXIV_SAMPLE)")
     parser.add_argument("--out", type=Path, default=BENCH / "out" / "e2e")
     args = parser.parse_args()
 

@@ -1,4 +1,4 @@
-"""Relevance on profiles written outside the ranking code, in four styles, against strong anchors (issue 26).
+"""Relevance on profiles written outside the ranking code, in four styles, against strong anchors.
 
     .venv/bin/python bench/ranking.py [--set R] [--pools 10] [--seed 2] [--categories ...] [--methods ...]
     .venv/bin/python bench/ranking.py --set T --seed 1        # the tuning run (calibration is fitted on it)
@@ -7,7 +7,7 @@ The protocol of the issue: for each arXiv category, pools of 300 papers holding 
 category (and 270 that arXiv does not list in it), each ranked for a profile of that category; a
 paper is relevant when arXiv lists it in the category. Pools and libraries draw only from papers
 listed on or after RESERVED_BEFORE: the earlier ones are where the shipped background statistics and
-reference embeddings come from (`bench/build_background.py`), so no pool paper is in them. The store
+reference embeddings come from (`tools/build_background.py`), so no pool paper is in them. The store
 the methods see is the whole sample (as a store holding it would be), unlabelled.
 
 Profiles (`relevance_profiles.py`, written by a helper who saw neither this code nor the data, before
@@ -61,7 +61,7 @@ import relevance_profiles as written  # noqa: E402
 from digest.models import Paper  # noqa: E402
 from digest.sources.jsonl import paper_of_object  # noqa: E402
 
-DEFAULT_DATA = os.environ.get("DIGEST_ARXIV_SAMPLE", "/work/shared/data/arxiv_sample.jsonl.gz")
+DEFAULT_DATA = os.environ.get("DIGEST_ARXIV_SAMPLE", "")  # the arXiv sample (gzip JSONL), or --data
 DAY = date(2026, 7, 1)
 RESERVED_BEFORE = date(2025, 6, 1)  # papers listed before this: background and reference data only
 POOL_SIZE, POSITIVES = 300, 30
@@ -518,7 +518,7 @@ def report_ceiling(results: Results) -> None:
 
 def feedback_curve(sample: Sample, chosen: str, categories: Sequence[str], readers: int, days: int, seed: int,
                    style: str = "keywords") -> None:
-    """The simulated reader of issue 26: each day a new pool, the digest's top 10, a random half of them marked
+    """The simulated reader: each day a new pool, the digest's top 10, a random half of them marked
     (*more* when of the category, *less* when not); the next day ranks with every mark so far. The same pools
     ranked with no clicks are the paired baseline. Reported: P@10 per day (mean over readers, standard error)
     with clicks, without, and the paired difference; the target reads days 4-10.
@@ -576,7 +576,8 @@ def feedback_curve(sample: Sample, chosen: str, categories: Sequence[str], reade
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=DEFAULT_DATA)
+    parser.add_argument("--data", default=DEFAULT_DATA, required=not DEFAULT_DATA,
+                        help="the arXiv sample, gzip JSONL (default: $DIGEST_ARXIV_SAMPLE)")
     parser.add_argument("--set", default="R", choices=("T", "R"), help="profile set (T: tuning, R: report)")
     parser.add_argument("--seed", type=int, default=None, help="pool seed (default: 1 for T, 2 for R)")
     parser.add_argument("--pools", type=int, default=6, help="pools per category")

@@ -27,11 +27,11 @@ from threadpoolctl import threadpool_limits
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from digest.app import App  # noqa: E402
 from digest.config import build_config  # noqa: E402
-from digest.filters import clear_caches  # noqa: E402
 from digest.models import Interest, Subscriber  # noqa: E402
-from digest.pipeline import App  # noqa: E402
-from digest.render import Renderer, inline_css  # noqa: E402
+from digest.render.filters import clear_caches  # noqa: E402
+from digest.render.renderer import Renderer, inline_css  # noqa: E402
 
 DAY = date(2026, 6, 12)
 # Keyword sets a research-newsletter audience would write, in the seed papers' fields.
@@ -77,8 +77,8 @@ def run(app: App, subscribers: list[Subscriber], day: date = DAY) -> tuple[float
     papers = size = 0
     clear_caches()  # each run starts with cold formatting caches, as a send process does
     start = time.perf_counter()
-    pool = app.pool(day)
-    compose, batch = app.composer(pool), app.config.delivery.batch_size
+    pool = app.composer.pool(day)
+    compose, batch = app.composer.batch(pool), app.config.delivery.batch_size
     # one BLAS thread, as a send worker has (idle BLAS threads would add CPU time that is not composing)
     with app.renderer.pinned(), threadpool_limits(limits=1, user_api="blas"):
         for first in range(0, len(subscribers), batch):
@@ -108,11 +108,11 @@ def main() -> None:
         app.ingest([ROOT / "seeds"], seen_on=DAY)
         run(app, subscribers[:50])  # warm up: templates loaded and inlined, stemmer cache filled
         ours, papers, size = run(app, subscribers)
-        app.renderer = Renderer(inline_per_message=inline_css)
+        app.composer.renderer = Renderer(inline_per_message=inline_css)
         tuned, _, _ = run(app, subscribers[: args.baseline])
-        app.renderer = Renderer(inline_per_message=premailer.transform)  # its defaults, as its README shows
+        app.composer.renderer = Renderer(inline_per_message=premailer.transform)  # its defaults, as its README shows
         naive, _, _ = run(app, subscribers[: args.baseline])
-        pool_size = len(app.pool(DAY).papers)
+        pool_size = len(app.composer.pool(DAY).papers)
         app.close()
     ours_rate = len(subscribers) / ours
     baseline = min(args.baseline, len(subscribers))

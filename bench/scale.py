@@ -104,7 +104,7 @@ def _give_back() -> None:
     """Free what nothing holds any more and give the heap's free pages back to the system (glibc)."""
     import gc
 
-    from digest.collector import give_back
+    from digest.delivery.memory import give_back
 
     gc.collect()
     give_back()
@@ -138,7 +138,7 @@ def ranked_in_processes(pool: Pool, subscribers: list[Subscriber], settings: Sel
 
     from threadpoolctl import threadpool_limits
 
-    from digest.workers import Died, in_processes
+    from digest.delivery.workers import Died, in_processes
 
     taken = multiprocessing.get_context("fork").Value("i", 0)
     bounds = [len(subscribers) * n // workers for n in range(workers + 1)]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import os
 import pstats
 import random
 import sys
@@ -41,7 +42,7 @@ from digest.select.dense import DenseEmbedder  # noqa: E402
 from digest.select.scores import feedback_model  # noqa: E402
 from digest.sources.jsonl import paper_of_object  # noqa: E402
 
-SAMPLE = Path("/work/shared/data/arxiv_sample.jsonl.gz")
+SAMPLE = os.environ.get("DIGEST_ARXIV_SAMPLE", "")  # the arXiv sample (gzip JSONL), or --data
 DAY = date(2026, 6, 30)  # bench/e2e.py's default day
 
 
@@ -109,10 +110,12 @@ def main() -> None:
     parser.add_argument("--feedback", action="store_true")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--profile", action="store_true", help="cProfile select_many instead of comparing")
+    parser.add_argument("--data", type=Path, default=Path(SAMPLE) if SAMPLE else None, required=not SAMPLE,
+                        help="the arXiv sample, gzip JSONL (default: $DIGEST_ARXIV_SAMPLE)")
     args = parser.parse_args()
     settings = SelectSettings()
-    papers = load_papers(SAMPLE, DAY)
-    subscribers = make_subscribers(args.subscribers, SAMPLE, DAY, args.seed)
+    papers = load_papers(args.data, DAY)
+    subscribers = make_subscribers(args.subscribers, args.data, DAY, args.seed)
     embedder = DenseEmbedder()  # one model for both ways; query embeddings are kept in memory, as in a run
     signals = make_signals(subscribers, Pool(papers, dense=embedder), settings, args.feedback, args.seed)
     # the interests' profiles made beforehand, as the store keeps them from one run to the next

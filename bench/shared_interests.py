@@ -20,8 +20,8 @@ from dataclasses import replace
 from datetime import date
 from pathlib import Path
 
+from digest.app import App
 from digest.config import load_config
-from digest.pipeline import App
 from digest.select import select_many
 
 
@@ -35,22 +35,24 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("DIGEST_ALLOW_PLACEHOLDER", "1")
     app = App(load_config(args.config))
-    base = list(app.roster().subscribers)[:args.readers]
+    base = list(app.profiles.roster().subscribers)[:args.readers]
     rng = random.Random(1)
     topics = [i for s in base for i in s.interests][:args.topics]
     readers = [replace(s, interests=tuple(rng.sample(topics, rng.randint(1, 3)))) for s in base]
 
     def rank(stored: bool) -> tuple[float, list]:
-        pool = app.pool(args.day)
+        pool = app.composer.pool(args.day)
         start, out = time.process_time(), []
         for i in range(0, len(readers), 100):
             batch = readers[i:i + 100]
-            out += select_many(pool, batch, day=args.day, settings=app.settings, signals=app.signals(batch, args.day),
+            out += select_many(pool, batch, day=args.day, settings=app.settings,
+                               signals=app.composer.signals(batch, args.day),
                                store=app.store if stored else None)
         return time.process_time() - start, out
 
     first, kept = rank(True)
-    print(f"{len(readers):,} readers over {len(topics)} interests, {len(app.pool(args.day)):,} papers in the window")
+    papers = len(app.composer.pool(args.day))
+    print(f"{len(readers):,} readers over {len(topics)} interests, {papers:,} papers in the window")
     print(f"stored, first round (every interest scored over the window and kept): {first:.1f} s CPU")
     for n in range(args.rounds):
         full, by_full = rank(False)

@@ -4,7 +4,7 @@
 
 Real titles and abstracts from the arXiv sample, each embedded alone as the product does (256 word
 pieces); `threads` texts at once, one core each. The fp32 column needs `bench/out/model-fp32.onnx`
-(`bench/build_text_model.py --keep-fp32`). Figures are the median of --rounds, with min and max; the
+(`tools/build_text_model.py --keep-fp32`). Figures are the median of --rounds, with min and max; the
 machine is shared, so compare the rows of one run.
 """
 
@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from digest.select.neural import TextModel, model_dir  # noqa: E402
 
-DEFAULT_DATA = os.environ.get("DIGEST_ARXIV_SAMPLE", "/work/shared/data/arxiv_sample.jsonl.gz")
+DEFAULT_DATA = os.environ.get("DIGEST_ARXIV_SAMPLE", "")  # the arXiv sample (gzip JSONL), or --data
 
 
 def texts(path: str, count: int) -> list[str]:
@@ -44,7 +44,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--papers", type=int, default=400)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--data", default=DEFAULT_DATA)
+    parser.add_argument("--data", default=DEFAULT_DATA, required=not DEFAULT_DATA,
+                        help="the arXiv sample, gzip JSONL (default: $DIGEST_ARXIV_SAMPLE)")
     args = parser.parse_args()
     sample = texts(args.data, args.papers)
     folders = {"int8": model_dir()}

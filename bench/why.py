@@ -35,9 +35,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 from relevance_profiles import SET_R, SET_T  # noqa: E402
 from render import TOPICS  # noqa: E402
 
+from digest.app import App  # noqa: E402
 from digest.config import build_config  # noqa: E402
 from digest.models import Interest, Subscriber  # noqa: E402
-from digest.pipeline import App  # noqa: E402
 from digest.select.batch import candidates  # noqa: E402
 from digest.select.explain import Explainer  # noqa: E402
 from digest.select.pool import Pool  # noqa: E402

@@ -19,9 +19,9 @@ from digest.errors import ConfigError, DigestError, StoreError, UsageError
 from digest.logs import masked, setup_logging
 
 if TYPE_CHECKING:  # the commands import what they use when they run, so `digest --help` loads none of it
-    from digest.pipeline import App
+    from digest.app import App
+    from digest.delivery.sender import SendReport
     from digest.select import Ranked
-    from digest.sending import SendReport
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -192,7 +192,7 @@ def _with_parents(shared: argparse.ArgumentParser) -> type[argparse.ArgumentPars
 
 
 def _app(config: Config, **options: Any) -> App:
-    from digest.pipeline import App
+    from digest.app import App
 
     return App(config, **options)
 
@@ -221,7 +221,7 @@ def cmd_ingest(config: Config, args: argparse.Namespace) -> int:
 
 def cmd_subscribers(config: Config, args: argparse.Namespace) -> int:
     if args.action == "check":  # the files alone: usable where there is no database (a profiles repository's CI)
-        from digest.subscribers import load_subscribers
+        from digest.subscribers.profiles import load_subscribers
 
         roster = load_subscribers(Path(config.subscribers.dir))
         for problem in roster.problems:
@@ -236,7 +236,7 @@ def cmd_subscribers(config: Config, args: argparse.Namespace) -> int:
 
 
 def _subscribers_list(app: App, args: argparse.Namespace) -> int:
-    problems = app.sync().problems
+    problems = app.profiles.sync().problems
     for sub in app.store.iter_subscribers():
         topics = ", ".join(i.name for i in sub.interests) or "(trending)"
         print(f"{sub.email}\t{sub.name}\t{sub.frequency} at {sub.send_at:%H:%M} {sub.timezone}\t{topics}")
@@ -244,10 +244,10 @@ def _subscribers_list(app: App, args: argparse.Namespace) -> int:
 
 
 def _subscribers_import(app: App, args: argparse.Namespace) -> int:
-    from digest.catalogue import import_path
+    from digest.subscribers.catalogue import import_path
 
-    app.sync()  # an address a profile file defines stays the file's
-    report = import_path(app.store, args.path, on_stored=app.prepare_interests)
+    app.profiles.sync()  # an address a profile file defines stays the file's
+    report = import_path(app.store, args.path, on_stored=app.analysis.interests)
     for problem in report.problems:
         print(f"error: {problem}", file=sys.stderr)
     print(f"imported {report.imported} subscribers from {args.path}, {len(report.problems)} problems")
@@ -255,9 +255,9 @@ def _subscribers_import(app: App, args: argparse.Namespace) -> int:
 
 
 def _subscribers_export(app: App, args: argparse.Namespace) -> int:
-    from digest.catalogue import export_csv
+    from digest.subscribers.catalogue import export_csv
 
-    app.sync()
+    app.profiles.sync()
     if args.out is None:
         export_csv(app.store, sys.stdout)
         return EXIT_OK
@@ -280,14 +280,14 @@ def _subscribers_remove(app: App, args: argparse.Namespace) -> int:
 
 
 def _subscribers_export_data(app: App, args: argparse.Namespace) -> int:
-    from digest.privacy import export_data
+    from digest.subscribers.privacy import export_data
 
     print(json.dumps(export_data(app, args.email), ensure_ascii=False, indent=1))
     return EXIT_OK
 
 
 def _subscribers_forget(app: App, args: argparse.Namespace) -> int:
-    from digest.privacy import forget
+    from digest.subscribers.privacy import forget
 
     result = forget(app, args.email)
     print(result.summary())
@@ -317,10 +317,14 @@ SUBSCRIBER_ACTIONS: dict[str, Callable[[App, argparse.Namespace], int]] = {
 
 
 def cmd_preview(config: Config, args: argparse.Namespace) -> int:
+    from digest.compose import preview
+
     app = _app(config)
     try:
-        problems = app.sync().problems
-        results = app.preview(args.date or date.today(), args.out, only=args.subscriber)
+        synced = app.profiles.sync()
+        problems = synced.problems
+        chosen = app.profiles.chosen(app.profiles.roster(synced), args.subscriber)
+        results = preview(app.composer, chosen, args.date or date.today(), args.out)
     finally:
         app.close()
     for composed, files in results:
@@ -333,7 +337,7 @@ def cmd_preview(config: Config, args: argparse.Namespace) -> int:
 
 def _launch_gate(config: Config, args: argparse.Namespace, what: str = "this SMTP send") -> None:
     """The checks every send over SMTP starts with: a placeholder identity stops it (exit 2), the rest warns once."""
-    from digest.launch import ALLOW_ENV, smtp_gate
+    from digest.readiness import ALLOW_ENV, smtp_gate
 
     if config.delivery.transport == "smtp" and not getattr(args, "dry_run", False):
         allow = args.allow_placeholder or os.environ.get(ALLOW_ENV) == "1"
@@ -342,13 +346,15 @@ def _launch_gate(config: Config, args: argparse.Namespace, what: str = "this SMT
 
 
 def cmd_send(config: Config, args: argparse.Namespace) -> int:
+    from digest import daily
+
     _launch_gate(config, args)
     if getattr(args, "to", None):
         return cmd_send_test(config, args)
     app = _app(config, workers=args.workers)
     day = args.date or date.today()
     try:
-        report = app.send(day, dry_run=args.dry_run, only=args.subscriber)
+        report = daily.send(app, day, dry_run=args.dry_run, only=args.subscriber)
     finally:
         app.close()
     return _print_send(report)
@@ -379,11 +385,13 @@ def _print_halted(report: SendReport) -> None:
 
 
 def cmd_send_test(config: Config, args: argparse.Namespace) -> int:
+    from digest import daily
+
     if not args.subscriber or args.dry_run:
         raise UsageError("--to sends one subscriber's digest as a test: give --subscriber EMAIL, and no --dry-run")
     app = _app(config)
     try:
-        composed, outcome = app.send_test(args.date or date.today(), args.subscriber, args.to)
+        composed, outcome = daily.send_test(app, args.date or date.today(), args.subscriber, args.to)
     finally:
         app.close()
     if outcome.status != "sent":
@@ -395,12 +403,12 @@ def cmd_send_test(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_fetch(config: Config, args: argparse.Namespace) -> int:
-    from digest import jobs
-    from digest.pipeline import IngestReport
+    from digest import daily
+    from digest.sources.ingest import IngestReport
 
     app = _app(config)
     try:
-        report = jobs.fetch_job(app, args.date or date.today())
+        report = daily.fetch_job(app, args.date or date.today())
     finally:
         app.close()
     if isinstance(report, IngestReport):
@@ -416,12 +424,12 @@ def cmd_fetch(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_run(config: Config, args: argparse.Namespace) -> int:
-    from digest import jobs
+    from digest import daily
 
     _launch_gate(config, args)
     app = _app(config, workers=args.workers)
     try:
-        report = jobs.run_job(app, datetime.now(UTC), args.date, dry_run=args.dry_run)
+        report = daily.run(app, datetime.now(UTC), args.date, dry_run=args.dry_run)
     finally:
         app.close()
     for error in report.errors:
@@ -437,13 +445,15 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_worker(config: Config, args: argparse.Namespace) -> int:
+    from digest import daily
+
     _launch_gate(config, args)
     app = _app(config, workers=args.workers)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     try:
-        reports = app.drain(day=args.date, follow=args.follow, poll=float(args.poll), should_stop=stop.is_set,
+        reports = daily.drain(app, day=args.date, follow=args.follow, poll=float(args.poll), should_stop=stop.is_set,
                             wait=stop.wait)
     finally:
         app.close()
@@ -454,11 +464,11 @@ def cmd_worker(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_schedule(config: Config, args: argparse.Namespace) -> int:
-    from digest import jobs
+    from digest import daily
 
     _launch_gate(config, args)
     app = _app(config)
-    daemon = jobs.make_daemon(app)
+    daemon = daily.make_daemon(app)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
@@ -477,7 +487,7 @@ def cmd_schedule(config: Config, args: argparse.Namespace) -> int:
 def cmd_serve(config: Config, args: argparse.Namespace) -> int:
     from urllib.parse import urlsplit
 
-    from digest.launch import url_host
+    from digest.readiness import url_host
     from digest.web import serve  # Flask and waitress load only for this command
 
     if config.signup.enabled:  # its confirmation and welcome emails go out as the digests do
@@ -494,33 +504,33 @@ def cmd_serve(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_check(config: Config, args: argparse.Namespace) -> int:
-    from digest import launch
+    from digest import readiness
 
-    serve = launch.Serve(args.host, args.port)
-    findings = launch.check(config, os.environ, serve)
+    serve = readiness.Serve(args.host, args.port)
+    findings = readiness.check(config, os.environ, serve)
     app = _app(config)
     try:  # the subscribers a send would read (profile files synced)
-        app.sync()
-        findings += launch.readers(app.store)
+        app.profiles.sync()
+        findings += readiness.readers(app.store)
     finally:
         app.close()
     for finding in findings:
         print(f"{'stop' if finding.stops_smtp else 'not ready'}: {finding.line()}")
     print(f"publish in DNS for {config.newsletter.from_address.rpartition('@')[2]} (no lookup was made: compare with "
           "what your DNS holds):")
-    for record in launch.dns_records(config, os.environ):
+    for record in readiness.dns_records(config, os.environ):
         print(f"  {record}")
-    for assumed in launch.assumptions(config, serve):
+    for assumed in readiness.assumptions(config, serve):
         print(f"assumed: {assumed}")
-    note = launch.transport_note(config)
+    note = readiness.transport_note(config)
     if note:
         print(f"note: {note}")
-    print(launch.summary(findings))
+    print(readiness.summary(findings))
     return EXIT_FAILED if findings else EXIT_OK
 
 
 def cmd_bounces(config: Config, args: argparse.Namespace) -> int:
-    from digest.bounces import read_mailbox
+    from digest.bounces.intake import read_mailbox
 
     app = _app(config)
     try:
@@ -578,12 +588,12 @@ def cmd_status(config: Config, args: argparse.Namespace) -> int:
     now = datetime.now(UTC)
     day = args.date or now.date()
     try:
-        app.sync()
+        app.profiles.sync()
         store, counts = app.store, None
         total = store.count_subscribers()
         if total <= LIST_LIMIT:
             paused = {p.email: p.paused_until for p in store.preferences().values() if p.paused_until}
-            lines = delivery_lines(app.roster().subscribers, day, store.deliveries_on(day), store.suppressed(),
+            lines = delivery_lines(app.profiles.roster().subscribers, day, store.deliveries_on(day), store.suppressed(),
                                    now=now, grace=timedelta(minutes=config.schedule.grace_minutes), paused=paused)
         else:
             counts, lines = large_list(total, store.delivery_counts(day), store.deliveries_in(day, ATTENTION, 50),
@@ -606,7 +616,7 @@ def cmd_status(config: Config, args: argparse.Namespace) -> int:
 
 
 def _ranked_json(r: Ranked) -> dict[str, Any]:
-    from digest.filters import paper_url
+    from digest.render.filters import paper_url
 
     paper = r.paper
     return {"rank": r.rank, "id": paper.arxiv_id or (f"#{paper.store_id}" if paper.store_id else paper.key),
@@ -632,17 +642,19 @@ def _ranked_text(r: Ranked) -> str:
 
 
 def cmd_rank(config: Config, args: argparse.Namespace) -> int:
+    from digest.sources.ingest import read_papers
+
     app = _app(config)
     day = args.date or date.today()
     errors: list[Any] = []
     try:
-        subscriber = app.profile(args.subscriber, args.profile)
+        subscriber = app.profiles.profile(args.subscriber, args.profile)
         papers = None
         if args.papers:
-            papers, errors = app.read_papers(args.papers, day)
+            papers, errors = read_papers(args.papers, day)
             for error in errors:
                 print(f"error: {error}", file=sys.stderr)
-        ranked = app.rank(subscriber, day, papers=papers, limit=args.limit)
+        ranked = app.composer.rank(subscriber, day, papers=papers, limit=args.limit)
     finally:
         app.close()
     if args.json:
@@ -674,7 +686,7 @@ def _rank_header(email: str, day: date, ranked: Sequence[Ranked], settings: Any,
 def cmd_feedback(config: Config, args: argparse.Namespace) -> int:
     app = _app(config)
     try:
-        paper = app.feedback(args.subscriber, args.paper, more=args.more)
+        paper = app.profiles.feedback(args.subscriber, args.paper, more=args.more)
     finally:
         app.close()
     print(f"{args.subscriber}: {'more' if args.more else 'less'} like “{' '.join(paper.title.split())}”")

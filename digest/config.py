@@ -12,11 +12,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from digest.addresses import ENCODED_WORD
 from digest.errors import ConfigError
 from digest.models import Newsletter
 from digest.sources.live import KINDS, SourceSpec
-from digest.topics import Topic, read_topics
+from digest.subscribers.addresses import ENCODED_WORD
+from digest.subscribers.topics import Topic, read_topics
 
 CONFIG_ENV = "DIGEST_CONFIG"
 DEFAULT_FILE = "digest.toml"
@@ -49,7 +49,7 @@ SETTINGS: tuple[Setting, ...] = (
             "Flush every digest's `sent` mark to disk before the next digest goes (SQLite synchronous=FULL, "
             "PostgreSQL synchronous_commit on for the send log). Off, a killed process still loses nothing; a power "
             "cut, or a crash of the machine or the PostgreSQL server, can forget the marks of the last moments, and "
-            "those digests are sent once more (see the README's crash-safety notes)."),
+            "those digests are sent once more (see docs/delivery.md, \"Crash safety\")."),
     Setting("ingest", "paths", list, ["seeds"],
             "Files or folders `digest ingest` and `digest run` read when given no paths.", path=True),
     Setting("subscribers", "dir", str, "subscribers", "Folder of subscriber profiles (`*.toml`).", path=True),
@@ -141,7 +141,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("dkim", "algorithm", str, "rsa-sha256",
             "Algorithm of the `dkim.selector` key: `rsa-sha256`, or `ed25519-sha256` (RFC 8463) alone, which "
             "receivers that do not know Ed25519 treat as unsigned.",
-            choices=("rsa-sha256", "ed25519-sha256")),  # digest.dkim_keys.ALGORITHMS, without importing OpenSSL
+            choices=("rsa-sha256", "ed25519-sha256")),  # dkim_keys.ALGORITHMS, without importing OpenSSL
     Setting("dkim", "key_file", str, "",
             "PEM private key file for `dkim.selector`, kept outside the repository (empty: read `dkim.key_env`).",
             path=True),
@@ -282,7 +282,7 @@ SOURCE_FIELDS: tuple[Setting, ...] = (
 # Settings that were removed, and what to write instead.
 REMOVED = {
     "select.relevance_floor": "it was a BM25 score; use select.min_relevance, a probability from 0 to 1 "
-                              "(0.5 is the default, see the README)",
+                              "(0.5 is the default, see docs/configuration.md)",
     "select.dense_weight": "the built-in text model replaced the WordLlama embeddings and is fused with the words "
                            "with fitted weights; use select.text_model = true or false",
     "select.semantic_weight": "the built-in text model is the all-MiniLM-L6-v2 model the semantic extra added, now "

@@ -6,6 +6,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from datetime import date, time
+from email.message import EmailMessage
 
 # The digest dates a command or page accepts: wide enough for any real use, narrow enough that date
 # arithmetic (windows of days before, pauses after) never leaves what `datetime.date` can hold.
@@ -175,7 +176,7 @@ class Item:
     strength: str = ""  # the calibrated relevance in words ("strong match"; `select.explain`), "" for trending
 
 
-AGAIN_SECTION = "Trending again"  # papers published long before the digest date (see `dating`)
+AGAIN_SECTION = "Trending again"  # papers published long before the digest date (see `select.ages`)
 
 
 @dataclass(frozen=True)
@@ -228,6 +229,19 @@ class Rendered:
 
 
 @dataclass(frozen=True)
+class Composed:
+    """One subscriber's digest for one date, at every stage: selected, rendered, built into a message."""
+
+    digest: Digest
+    rendered: Rendered
+    message: EmailMessage
+
+    @property
+    def paper_ids(self) -> list[int]:
+        return [i.paper.store_id for i in self.digest.items if i.paper.store_id is not None]
+
+
+@dataclass(frozen=True)
 class Newsletter:
     """Who sends the digest: identity, links and the footer's postal address."""
 
@@ -237,3 +251,15 @@ class Newsletter:
     base_url: str = "https://digest.example.org"
     postal_address: str = "Paper Digest, 1 Example Street, Example City"
     unsubscribe_mailto: str = ""
+
+
+WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")  # as `frequency = "weekly:mon"` names them
+
+
+def is_delivery_day(frequency: str, day: date) -> bool:
+    """Whether a subscriber with this frequency (daily, weekdays, weekly:mon ...) gets a digest on `day`."""
+    if frequency == "daily":
+        return True
+    if frequency == "weekdays":
+        return day.weekday() < 5
+    return WEEKDAYS[day.weekday()] == frequency.removeprefix("weekly:")

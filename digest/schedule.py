@@ -32,8 +32,7 @@ from apscheduler.schedulers.base import BaseScheduler
 from apscheduler.triggers.cron import CronTrigger
 
 from digest.errors import ConfigError, DigestError
-from digest.models import Subscriber
-from digest.subscribers import is_delivery_day
+from digest.models import Subscriber, is_delivery_day
 
 log = logging.getLogger("digest.schedule")
 

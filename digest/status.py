@@ -9,11 +9,10 @@ from datetime import date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from digest.claims import Owner
-from digest.models import Subscriber
+from digest.delivery.owners import Owner
+from digest.models import Subscriber, is_delivery_day
 from digest.schedule import Slot, next_sends
 from digest.store import DeliveryRecord, FetchRecord, RunRecord, Store
-from digest.subscribers import is_delivery_day
 
 STALE_WORKER_SECONDS = 120  # a worker reports after every batch; silent for longer, it probably died
 LIST_LIMIT = 200  # subscribers beyond which status counts the digests and lists only the ones needing a look

@@ -22,6 +22,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from itsdangerous import BadSignature, URLSafeSerializer
 
+from digest.models import Links
+
 ACTIONS = ("unsubscribe", "preferences", "feedback", "view", "archive", "feed")
 FOREVER = date(2000, 1, 1)  # the day of a link that must read the same for good: a reader's feed address (`web.feeds`)
 SEALED = ("signup-confirm",)  # sealed payloads of other rooms (`seal`), never read as link tokens
@@ -57,8 +59,8 @@ class Signer:
 
     @cached_property
     def message_key(self) -> bytes:
-        """The key of digests' Message-IDs and return-path tags (`mail.message_id`): the links' secret, derived
-        for another purpose, so that a report naming a digest can be told from a forged one (`digest.bounces`)."""
+        """The key of digests' Message-IDs and return-path tags (`message.message_id`): the links' secret, derived
+        for another purpose, so that a report naming a digest can be told from a forged one (`bounces.intake`)."""
         return HKDF(hashes.SHA256(), 32, salt=None, info=b"paper-digest.message-id.v1").derive(self.secret.encode())
 
     @cached_property
@@ -119,3 +121,26 @@ class Signer:
         if not isinstance(payload, dict) or not isinstance(payload.get("e"), str):
             raise BadToken("invalid link")
         return Token(payload["e"], None)
+
+
+@dataclass(frozen=True)
+class LinkMaker:
+    """The URLs of one subscriber's emails (unsubscribe, preferences, feedback, view), their tokens signed here."""
+
+    signer: Signer
+    base_url: str
+    unsubscribe_mailto: str = ""
+
+    def __call__(self, email: str, issued: date | None = None) -> Links:
+        """`email`'s links, their tokens dated `issued` (default today).
+
+        A digest's links are dated with the digest's date (so a resend is the same message); the
+        preferences and feedback links expire `web.link_days` after it.
+        """
+        base, day = self.base_url, issued or date.today()
+        token = self.signer.make
+        return Links(unsubscribe=f"{base}/unsubscribe/{token('unsubscribe', email, day)}",
+                     preferences=f"{base}/preferences/{token('preferences', email, day)}",
+                     unsubscribe_mailto=self.unsubscribe_mailto or None,
+                     feedback=f"{base}/feedback/{token('feedback', email, day)}",
+                     view=f"{base}/view/{token('view', email, day)}")

@@ -59,7 +59,7 @@ def model_rows(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict[str,
     seed papers again; what is embedded, stored and read back is tested by tests that start cold."""
     import sqlalchemy as sa
 
-    from digest.pipeline import App
+    from digest.app import App
     from digest.store.tables import cache, embeddings
 
     folder = tmp_path_factory.mktemp("model-rows")
@@ -67,7 +67,7 @@ def model_rows(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict[str,
                             "ingest": {"paths": [str(SEEDS)]}}, base=folder))
     try:
         app.ingest([SEEDS], seen_on=DAY)
-        app.sync()
+        app.profiles.sync()
         with app.store.engine.connect() as conn:
             vectors = [dict(r._mapping) for r in conn.execute(sa.select(embeddings))]
             profiles = [dict(r._mapping) for r in conn.execute(sa.select(cache).where(
@@ -119,7 +119,7 @@ def make_config(tmp_path: Path, model_rows: tuple[list[dict[str, Any]], list[dic
 @pytest.fixture
 def app(make_config):
     """An App over the example subscribers with the seed pages ingested on DAY."""
-    from digest.pipeline import App
+    from digest.app import App
 
     application = App(make_config())
     application.ingest([SEEDS], seen_on=DAY)
@@ -138,7 +138,7 @@ def subscribers_dir(tmp_path: Path) -> Path:
 @pytest.fixture
 def smtp_app(make_config):
     """Make Apps that deliver over SMTP to 127.0.0.1:`port`, with tiny retry delays; seeds ingested on DAY."""
-    from digest.pipeline import App
+    from digest.app import App
 
     apps = []
 
@@ -214,3 +214,20 @@ def store_url(request, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'digest.db'}"
     return request.getfixturevalue("postgres").new_database()
+
+
+POSTGRES_PARAMS = {"postgres", "postgresql"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Markers a test earns from what it uses: `browser` (the Chromium fixture), `postgres` (the PostgreSQL server,
+    or a sqlite/postgresql parameter set to postgresql); both are also `slow`. Slow tests say so themselves."""
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if "browser" in names:
+            item.add_marker(pytest.mark.browser)
+            item.add_marker(pytest.mark.slow)
+        if "postgres" in names or any(isinstance(v, str) and v in POSTGRES_PARAMS for v in params.values()):
+            item.add_marker(pytest.mark.postgres)
+            item.add_marker(pytest.mark.slow)

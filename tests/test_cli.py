@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from digest.mail import message_id
+from digest.delivery.message import message_id
 from digest.store import Store
 from digest.tokens import Signer
 
@@ -32,6 +32,7 @@ def site(tmp_path: Path) -> Path:
     return sample_site(tmp_path, '[newsletter]\nname = "Test Digest"\n')
 
 
+@pytest.mark.slow
 def test_run_ingests_and_delivers_to_outbox(site):
     """`digest run --date` ingests the seeds and writes one .eml per due subscriber, with a summary line; exit 0,
     and the run log says ok."""
@@ -49,6 +50,7 @@ def test_run_ingests_and_delivers_to_outbox(site):
     assert again.stdout.strip().splitlines()[-1].startswith("2026-06-12: sent 0, skipped 5, failed 0")
 
 
+@pytest.mark.slow
 def test_preview_prints_paths(site):
     """`digest preview` prints the subject and the three files it wrote for the subscriber."""
     run(site, "ingest", "--date", "2026-06-12")
@@ -60,6 +62,7 @@ def test_preview_prints_paths(site):
     assert result.stdout.startswith("ada@example.org: ") and " more\n" in result.stdout.splitlines(True)[0]
 
 
+@pytest.mark.slow
 def test_subscribers_check_reports_file_and_line(site):
     """`subscribers check` prints file:line problems and exits 1; other commands skip the bad file (and exit 1)."""
     bad = site / "subscribers" / "zz.toml"
@@ -71,6 +74,7 @@ def test_subscribers_check_reports_file_and_line(site):
     assert listed.returncode == 1 and "ada@example.org" in listed.stdout and "zz.toml" in listed.stderr
 
 
+@pytest.mark.slow
 def test_errors_are_one_line_without_traceback(site):
     """An unknown subscriber is a one-line error with exit 2; --debug shows the traceback."""
     result = run(site, "send", "--subscriber", "nobody@example.org")
@@ -101,6 +105,7 @@ def use_smtp(site: Path, port: int) -> None:
                      f'[smtp]\nhost = "127.0.0.1"\nport = {port}\nsecurity = "none"\n')
 
 
+@pytest.mark.slow
 def test_send_to_sends_a_marked_test_and_leaves_the_send_log_alone(site):
     """`send --to` delivers the subscriber's digest to that address as a [TEST]; the real send still follows."""
     server = Recorder()
@@ -124,6 +129,7 @@ def test_send_to_sends_a_marked_test_and_leaves_the_send_log_alone(site):
     assert server.per_recipient() == {"tester@example.net": 1, "ada@example.org": 1}
 
 
+@pytest.mark.slow
 def test_test_send_to_the_outbox_goes_to_its_test_folder(site):
     """With the outbox transport a test send is written under outbox/test/, never over a real digest."""
     run(site, "ingest", "--date", "2026-06-12")
@@ -133,6 +139,7 @@ def test_test_send_to_the_outbox_goes_to_its_test_folder(site):
         "outbox/test/2026-06-12/ada@example.org.eml"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
     (["--to", "tester@example.net"], "give --subscriber EMAIL"),
     (["--to", "tester@example.net\r\nBcc: x@evil.example", "--subscriber", "ada@example.org"],
@@ -144,6 +151,7 @@ def test_send_to_usage_errors(site, args, message):
     assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_unreachable_server_is_one_error_line_and_exit_1(site):
     """With the SMTP server down the run says so once, counts the deferred digests, and exits 1."""
     use_smtp(site, free_port())
@@ -154,6 +162,7 @@ def test_unreachable_server_is_one_error_line_and_exit_1(site):
     assert len(errors) == 1 and "cannot connect to 127.0.0.1" in errors[0]
     assert "3 more digests not attempted" in errors[0] and "Traceback" not in result.stderr
     assert result.stdout.strip().endswith("sent 0, skipped 1, failed 0, deferred 4, retried 1, suppressed 0")
+@pytest.mark.slow
 def test_rank_json_explains_the_picks(site):
     """`digest rank --json --limit` prints the top N best first with score parts, floor marks and reasons."""
     run(site, "ingest", "--date", "2026-06-12")
@@ -169,6 +178,7 @@ def test_rank_json_explains_the_picks(site):
     assert len(json.loads(digest.stdout)) == 10
 
 
+@pytest.mark.slow
 def test_rank_profile_file_and_papers_file(site, tmp_path):
     """`digest rank --profile F --papers F` ranks exactly that file's papers for that profile, as text."""
     run(site, "ingest", "--date", "2026-06-12")
@@ -183,6 +193,7 @@ def test_rank_profile_file_and_papers_file(site, tmp_path):
     assert "1904.11093" in result.stdout and "matched: sparse representation" in result.stdout
 
 
+@pytest.mark.slow
 def test_feedback_command_records_and_checks(site):
     """`digest feedback` records a vote and says so; an unknown paper is a usage error (exit 2)."""
     run(site, "ingest", "--date", "2026-06-12")
@@ -193,6 +204,7 @@ def test_feedback_command_records_and_checks(site):
     assert bad.returncode == 2 and "no paper '9999.99999'" in bad.stderr
 
 
+@pytest.mark.slow
 def test_status_of_a_large_list_counts_and_lists_only_what_needs_a_look(site, monkeypatch, capsys):
     """Past status.LIST_LIMIT subscribers, status gives counts per state and names only the digests needing a look."""
     import digest.status

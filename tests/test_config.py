@@ -56,9 +56,9 @@ def test_explicit_missing_file_is_an_error(tmp_path, monkeypatch):
         load_config(cwd=tmp_path)
 
 
-def test_readme_lists_every_setting():
-    """The README's settings table has exactly one row per declared setting, with its default."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_docs_list_every_setting():
+    """The configuration page's settings table has exactly one row per declared setting, with its default."""
+    readme = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
     rows = dict(re.findall(r"^\| `([a-z_]+\.[a-z0-9_]+)` \| (.*?) \|", readme, flags=re.M))
     assert set(rows) == {s.name for s in SETTINGS}
     for setting in SETTINGS:
@@ -70,9 +70,9 @@ def test_readme_lists_every_setting():
         assert rows[setting.name].startswith(shown), setting.name
 
 
-def test_readme_lists_every_source_field():
-    """The README's [[sources]] table has one row per declared source field, in order."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_docs_list_every_source_field():
+    """The configuration page's [[sources]] table has one row per declared source field, in order."""
+    readme = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
     section = readme.split("### Sources", 1)[1]
     rows = re.findall(r"^\| `([a-z_]+)` \|", section, flags=re.M)
     assert rows[: len(SOURCE_FIELDS)] == [f.key for f in SOURCE_FIELDS]

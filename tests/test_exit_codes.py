@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from digest.app import App
 from digest.config import load_config
-from digest.pipeline import App
 
 from .conftest import DAY, SEEDS, cli_env, sample_site
 
@@ -59,6 +59,7 @@ def runs(site: Path) -> list[tuple[str, str, str]]:
         return conn.execute("SELECT command, status, summary FROM runs ORDER BY id").fetchall()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", COMMANDS, ids=lambda a: " ".join(a[:2]))
 def test_every_command_without_a_config_exits_2_and_creates_nothing(tmp_path, args):
     """In a folder with no digest.toml, every command (but `subscribers check`) says so in one line, exits 2
@@ -78,6 +79,7 @@ def test_subscribers_check_needs_no_config(tmp_path):
     assert not (tmp_path / "digest.db").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("text, expected", [
     ('[select]\nmin_relevance = nan\n', "select.min_relevance must be a finite number, not nan"),
     ('[select]\nrelevance_floor = nan\n', "select.relevance_floor is no longer a setting"),
@@ -131,6 +133,7 @@ def test_serve_port_out_of_range_is_a_usage_error(site):
     assert "serving on" not in result.stdout
 
 
+@pytest.mark.slow
 def test_serve_on_a_port_in_use_is_one_line_and_announces_nothing(site):
     """A port another process holds: one line naming it, exit 1, and no "serving on" printed before."""
     with socket.socket() as taken:
@@ -142,6 +145,7 @@ def test_serve_on_a_port_in_use_is_one_line_and_announces_nothing(site):
     assert f"cannot listen on 127.0.0.1:{port}" in one_line_error(result)
 
 
+@pytest.mark.slow
 def test_ingest_of_a_mostly_invalid_file_exits_1_and_changes_nothing(site):
     """A Latin-1 page is refused whole (exit 1, one error naming it) and the store is as it was."""
     ingest(site)
@@ -154,6 +158,7 @@ def test_ingest_of_a_mostly_invalid_file_exits_1_and_changes_nothing(site):
     assert sqlite3.connect(site / "digest.db").execute("SELECT * FROM papers ORDER BY id").fetchall() == before
 
 
+@pytest.mark.slow
 def test_run_with_ingest_errors_prints_them_exits_1_and_is_recorded_failed(site):
     """`digest run` prints the text of each ingest error (not just a count), exits 1, and the run log says failed."""
     inbox = site / "inbox"
@@ -168,6 +173,7 @@ def test_run_with_ingest_errors_prints_them_exits_1_and_is_recorded_failed(site)
     assert (command, status) == ("run", "failed")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [("send", "--date", "2026-06-12"), ("run", "--date", "2026-06-12"),
                                      ("preview", "--date", "2026-06-12"), ("subscribers", "list")])
 def test_an_invalid_profile_exits_1_while_the_others_still_go(site, command):
@@ -185,6 +191,7 @@ def test_an_invalid_profile_exits_1_while_the_others_still_go(site, command):
         assert [(c, s) for c, s, _ in runs(site)] == [("run", "failed")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", ["missing", "empty"])
 def test_send_and_run_with_no_subscribers_folder_or_an_empty_one_exit_1(site, folder):
     """A subscribers folder that is not there, or holds no profile (and nobody imported): exit 1, not a warning."""
@@ -196,6 +203,7 @@ def test_send_and_run_with_no_subscribers_folder_or_an_empty_one_exit_1(site, fo
         assert ("subscribers folder not found" if folder == "missing" else "nobody to send to") in result.stderr
 
 
+@pytest.mark.slow
 def test_two_profiles_of_one_address_are_both_reported_neither_sent_exit_1(site):
     """A second file with Ada's address (sorted first) takes nothing over: both files named, no digest to that
     address, exit 1; the other subscribers still get theirs."""
@@ -211,6 +219,7 @@ def test_two_profiles_of_one_address_are_both_reported_neither_sent_exit_1(site)
     assert check.returncode == 1 and check.stdout.count("is also the address of the profile file") == 2
 
 
+@pytest.mark.slow
 def test_rank_with_papers_that_have_bad_records_exits_1(site):
     """`rank --papers` ranks what it could read, prints each bad record, and exits 1."""
     ingest(site)
@@ -223,6 +232,7 @@ def test_rank_with_papers_that_have_bad_records_exits_1(site):
     assert "the top 2 candidates" in result.stdout
 
 
+@pytest.mark.slow
 def test_rank_says_when_nothing_passes_the_floor(site, monkeypatch, capsys):
     """A profile no paper of the day reaches the floor for (off every topic of the seeds, under a floor of 0.9): rank
     says none passes and the digest would be empty, instead of "N papers" (the output, so in-process; rank's exit
@@ -244,10 +254,11 @@ def test_rank_says_when_nothing_passes_the_floor(site, monkeypatch, capsys):
     assert capsys.readouterr().out.startswith("b@example.org on 2026-06-12: 0 picks; 0 at or above")
 
 
-def test_the_readme_feedback_example_works_on_the_sample(site):
-    """The README's `digest feedback` example names a paper of the built-in sample, so it runs as written."""
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    example = readme.split("**Feedback.** `digest ", 1)[1].split("`", 1)[0]
+@pytest.mark.slow
+def test_the_docs_feedback_example_works_on_the_sample(site):
+    """The ranking page's `digest feedback` example names a paper of the built-in sample, so it runs as written."""
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "ranking.md").read_text(encoding="utf-8")
+    example = readme.split("## Feedback\n\n`digest ", 1)[1].split("`", 1)[0]
     import shlex
 
     ingest(site)

@@ -18,11 +18,12 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
+from digest import daily
+from digest.app import App
 from digest.config import load_config
-from digest.deliver import OutboxTransport
+from digest.delivery.dkim import DkimSigner
+from digest.delivery.handover import OutboxTransport
 from digest.errors import ConfigError
-from digest.pipeline import App
-from digest.signing import DkimSigner
 from digest.store import Store
 
 from .conftest import DAY, SEEDS, SUBSCRIBERS, cli_env
@@ -50,6 +51,7 @@ def digest(folder: Path, *args: str, umask: int = 0o022) -> subprocess.Completed
                           timeout=120, env=cli_env(), preexec_fn=lambda: os.umask(umask))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("umask", [0o022, 0o000])
 def test_the_store_its_wal_and_shm_and_the_sent_journal_are_0600_whatever_the_umask(tmp_path: Path, umask):
     """`digest run` over SMTP in a fresh folder: while the server takes each message, the store, its -wal and
@@ -138,6 +140,7 @@ def test_a_dkim_key_file_of_another_owner_readable_by_the_group_is_accepted(make
     assert DkimSigner.from_config(config, {}) is not None
 
 
+@pytest.mark.slow
 def test_an_outbox_that_cannot_be_written_stops_the_run_and_marks_nothing_sent(make_config, tmp_path: Path):
     """The outbox is under a file (as unwritable as a full or read-only disk): the first digest is left pending
     and the run stops, the rest queued, nothing failed or sent; once the outbox works, each digest goes once."""
@@ -145,7 +148,7 @@ def test_an_outbox_that_cannot_be_written_stops_the_run_and_marks_nothing_sent(m
     app = App(make_config(delivery={"outbox": str(tmp_path / "blocker" / "outbox")}))
     try:
         app.ingest([SEEDS], seen_on=DAY)
-        report = app.send(DAY)
+        report = daily.send(app, DAY)
         assert "cannot write" in report.halted and "delivery.outbox" in report.halted and not report.ok
         assert report.count("sent") == 0 and report.count("failed") == 0 and report.not_attempted == 3
         assert sorted(r.status for r in app.store.deliveries_on(DAY) if r.subscriber in DUE) == [
@@ -155,7 +158,7 @@ def test_an_outbox_that_cannot_be_written_stops_the_run_and_marks_nothing_sent(m
     (tmp_path / "blocker").unlink()
     again = App(make_config(delivery={"outbox": str(tmp_path / "blocker" / "outbox")}))
     try:
-        assert again.send(DAY).count("sent") == 4
+        assert daily.send(again, DAY).count("sent") == 4
     finally:
         again.close()
     assert {p.stem for p in (tmp_path / "blocker" / "outbox" / DAY.isoformat()).glob("*.eml")} == DUE
@@ -167,6 +170,7 @@ def _mount_tmpfs(folder: Path, size: str) -> bool:
                           capture_output=True).returncode == 0
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("mount"), reason="mounting a tmpfs needs root")
 def test_a_full_outbox_disk_stops_the_run_with_one_line_and_the_next_run_sends_the_rest(tmp_path: Path):
     """The outbox on a 64 KiB tmpfs (room for one digest or two): `digest run` stops at the first message that does
@@ -188,7 +192,7 @@ def test_a_full_outbox_disk_stops_the_run_with_one_line_and_the_next_run_sends_t
     try:
         sent = {r.subscriber for r in app.store.deliveries_on(DAY) if r.status == "sent"}
         assert sent == written and 1 <= len(written) < 4
-        report = app.send(DAY)
+        report = daily.send(app, DAY)
     finally:
         app.close()
     again = Counter(p.stem for p in (outbox / DAY.isoformat()).glob("*.eml"))

@@ -22,12 +22,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from digest.app import App
 from digest.config import build_config
 from digest.errors import ConfigError
 from digest.models import REPLACEMENT, ParseResult
-from digest.pipeline import App
 from digest.sources import PARSERS, SourceError, parse_bytes, parse_text, vet
-from digest.subscribers import Problem, _Lines, validate
+from digest.subscribers.profiles import Problem, _Lines, validate
 
 from .conftest import SEEDS, SUBSCRIBERS
 
@@ -85,6 +85,7 @@ def parse_or_refuse(data: bytes, source: str = "fuzz") -> ParseResult | None:
 
 # -- parsers ---------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @cases("random bytes, any format", 2000)
 @given(st.binary(max_size=2000))
 def test_random_bytes_parse_or_are_refused_in_one_line(data):
@@ -97,6 +98,7 @@ def test_random_bytes_parse_or_are_refused_in_one_line(data):
 SEED_BYTES = sorted(SEEDS.glob("*.txt"))[0].read_bytes()[:6000]
 
 
+@pytest.mark.slow
 @cases("seed page with bytes flipped", 1000)
 @given(st.lists(st.tuples(st.integers(0, len(SEED_BYTES) - 1), st.integers(0, 255)), min_size=1, max_size=8))
 def test_a_real_page_with_random_bytes_changed_never_stores_replacement_characters(changes):
@@ -109,6 +111,7 @@ def test_a_real_page_with_random_bytes_changed_never_stores_replacement_characte
         assert not any(REPLACEMENT in p.title + p.abstract for p in result.papers)
 
 
+@pytest.mark.slow
 @cases("random Unicode, each parser", 1500)
 @given(st.sampled_from(sorted(PARSERS)), st.text(max_size=1500))
 def test_every_parser_takes_random_text(kind, text):
@@ -125,6 +128,7 @@ JSONL_FIELDS = st.fixed_dictionaries({}, optional={
     "primary_category": VALUES})
 
 
+@pytest.mark.slow
 @cases("JSONL objects with hostile values", 1500)
 @given(st.lists(JSONL_FIELDS, min_size=1, max_size=3))
 def test_jsonl_objects_with_hostile_values(objects):
@@ -143,6 +147,7 @@ API_ROWS = st.lists(st.fixed_dictionaries({"paper": st.fixed_dictionaries({}, op
     optional={"numComments": VALUES, "submittedOnDailyAt": VALUES, "title": VALUES}), max_size=3)
 
 
+@pytest.mark.slow
 @cases("API JSON rows with hostile values", 1000)
 @given(API_ROWS)
 def test_api_json_rows_with_hostile_values(rows):
@@ -159,6 +164,7 @@ PAGE_LINES = st.lists(st.one_of(
     st.text(max_size=80)), max_size=40)
 
 
+@pytest.mark.slow
 @cases("page text built from its own pieces", 1000)
 @given(PAGE_LINES)
 def test_page_text_from_its_own_pieces(lines):
@@ -177,6 +183,7 @@ PROFILES = st.fixed_dictionaries({}, optional={
     "extra": VALUES})
 
 
+@pytest.mark.slow
 @cases("profiles with hostile values", 1500)
 @given(PROFILES)
 def test_profiles_with_hostile_values_are_a_subscriber_or_problems(data):
@@ -217,6 +224,7 @@ CONFIGS = st.dictionaries(st.sampled_from(SECTIONS + ["sources", "nope"]),
                           max_size=4)
 
 
+@pytest.mark.slow
 @cases("settings with hostile values", 1500)
 @given(CONFIGS)
 def test_settings_with_hostile_values_load_or_fail_naming_the_setting(raw):
@@ -258,7 +266,7 @@ def site(tmp_path_factory) -> Any:
                            "signup": {"per_ip_hour": 1_000_000, "per_address_day": 1000}}, base=base)
     app = App(config)
     app.ingest([SEEDS], seen_on=SEEN)
-    app.sync()
+    app.profiles.sync()
     from digest.web import create_app
 
     web = create_app(app, operator_password="fuzz-password", operator_pages=False)
@@ -277,6 +285,7 @@ SEGMENT = st.one_of(st.text(st.characters(blacklist_categories=("Cs",)), max_siz
                     HUGE_INTS.map(str), st.sampled_from(["more", "less", "..", "%00", "%ff", "x" * 3000]))
 
 
+@pytest.mark.slow
 @cases("web routes with forged tokens", 800)
 @given(st.sampled_from(["unsubscribe", "preferences", "feedback", "admin", "nothing"]),
        st.lists(SEGMENT, max_size=3), st.sampled_from(["GET", "POST"]),
@@ -292,6 +301,7 @@ def test_web_routes_with_forged_input_answer_4xx_and_change_nothing(site, route,
     assert snapshot(db) == before
 
 
+@pytest.mark.slow
 @cases("web routes with valid tokens and hostile values", 800)
 @given(st.sampled_from(["feedback", "preferences", "unsubscribe-get"]), HUGE_INTS,
        st.dictionaries(st.sampled_from(["do", "days", "frequency"]), SEGMENT, max_size=3))
@@ -299,7 +309,7 @@ def test_signed_links_with_hostile_ids_and_forms_never_fail(site, route, number,
     """A valid token with a huge or negative paper id, or any preferences form: 200, 400 or 404, never a 5xx;
     a GET never changes the store."""
     app, client, db = site
-    links = app.links_for("ada@example.org")
+    links = app.links("ada@example.org")
     base = app.newsletter.base_url
     before = snapshot(db)
     if route == "feedback":
@@ -314,6 +324,7 @@ def test_signed_links_with_hostile_ids_and_forms_never_fail(site, route, number,
         assert response.status_code == 200 and snapshot(db) == before
 
 
+@pytest.mark.slow
 @cases("ingest of random files into a full store", 300)
 @given(st.one_of(st.binary(max_size=3000), st.builds(lambda b: SEED_BYTES[:b] + bytes([0xE9]) + SEED_BYTES[b:],
                                                      st.integers(0, len(SEED_BYTES)))))
@@ -388,6 +399,7 @@ TOKEN_REQUESTS = [
 ]
 
 
+@pytest.mark.slow
 @cases("link tokens cut short, altered, extended or spliced", 250)
 @given(st.sampled_from(TOKEN_REQUESTS), st.data())
 def test_an_altered_link_token_gets_400_and_changes_nothing(site, request_, data):
@@ -405,6 +417,7 @@ def test_an_altered_link_token_gets_400_and_changes_nothing(site, request_, data
     assert state(db) == before
 
 
+@pytest.mark.slow
 @cases("one action's token used for another", 60)
 @given(st.sampled_from(TOKEN_REQUESTS), st.sampled_from(["unsubscribe", "preferences", "feedback", "view", "feed",
                                                           "archive"]),
@@ -427,6 +440,7 @@ FIELD = st.one_of(st.text(max_size=40), st.text(st.characters(blacklist_categori
 EMAILS = st.one_of(st.emails().map(str), FIELD, st.builds(lambda local, host: f"{local}@{host}", FIELD, FIELD))
 
 
+@pytest.mark.slow
 @cases("signup forms with hostile values", 120)
 @given(st.fixed_dictionaries(
     {"email": EMAILS},

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from digest.app import App
 from digest.config import SETTINGS
-from digest.pipeline import App
 
 from .conftest import DAY, SEEDS
 
@@ -25,11 +25,12 @@ def composed(make_config, monkeypatch):
     default = next(s for s in SETTINGS if s.name == "select.max_age_days").default
     app = App(make_config(select={"max_age_days": default}))
     app.ingest([SEEDS], seen_on=DAY)
-    result = app.compose(app.roster().find("ada@example.org"), DAY, app.pool(DAY))
+    result = app.composer.compose(app.profiles.roster().find("ada@example.org"), DAY, app.composer.pool(DAY))
     app.close()
     return result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, part", [("ada.html", "html"), ("ada.txt", "text"), ("ada.subject", "subject")])
 def test_matches_golden(composed, name, part):
     """The rendered part equals its golden file byte for byte."""

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 from apscheduler.triggers.cron import CronTrigger
 
-from digest.pipeline import App
+from digest import daily
+from digest.app import App
 
 from .conftest import DAY, ROOT, SEEDS, cli_env
 from .http_server import Reply, ScriptedServer
@@ -39,6 +40,7 @@ def write_profiles(folder: Path, texts: dict[str, str]) -> Path:
     return folder
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["skip", "trending"])
 def test_quiet_day_policy(make_config, tmp_path, policy):
     """With nothing above the floor, `skip` sends nothing (and says why); `trending` sends three trending papers.
@@ -49,7 +51,7 @@ def test_quiet_day_policy(make_config, tmp_path, policy):
     app = App(make_config(subscribers={"dir": str(folder)}, delivery={"quiet_days": policy},
                           select={"min_relevance": 0.9}))
     app.ingest([SEEDS], seen_on=DAY)
-    report = app.send(DAY)
+    report = daily.send(app, DAY)
     app.close()
     (outcome,) = report.outcomes
     if policy == "skip":
@@ -58,7 +60,8 @@ def test_quiet_day_policy(make_config, tmp_path, policy):
     assert outcome.status == "sent"
     eml = (Path(app.config.delivery.outbox) / DAY.isoformat() / "q@example.org.eml").read_bytes()
     assert b"Nothing new matched your interests today" in eml.replace(b"=\r\n", b"")
-    composed = App(app.config).compose(app.roster().find("q@example.org"), DAY, App(app.config).pool(DAY))
+    other = App(app.config)
+    composed = other.composer.compose(app.profiles.roster().find("q@example.org"), DAY, other.composer.pool(DAY))
     assert composed.digest.quiet and composed.digest.count == 3 and "a quiet day" in composed.rendered.subject
 
 
@@ -72,6 +75,7 @@ def site(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 def test_run_with_a_failing_source_still_sends_and_exits_1(site):
     """One source down: the other's papers are delivered, the failure is printed, and cron sees exit 1."""
     api = (ROOT / "tests" / "fixtures" / "hf_daily_papers_2026-06-12.json").read_bytes()
@@ -97,6 +101,7 @@ def test_run_with_a_failing_source_still_sends_and_exits_1(site):
     assert re.search(r"\d{4}-\d\d-\d\d 06:45 JST\s+weekly:mon\s+1 subscriber\b", text)
 
 
+@pytest.mark.slow
 def test_json_logs_are_one_object_per_line(site):
     """With --log-format json every stderr line is a JSON object with time, level and message."""
     (site / "digest.toml").write_text(f'[ingest]\npaths = ["{SEEDS}"]\n', encoding="utf-8")
@@ -107,6 +112,7 @@ def test_json_logs_are_one_object_per_line(site):
     assert any(e["level"] == "info" and "b@example.org" in e["message"] for e in entries)
 
 
+@pytest.mark.slow
 def test_sigterm_finishes_the_message_in_flight_and_exits_cleanly(tmp_path):
     """`digest schedule` told to stop mid-send exits 0 with no digest half-sent: every file is logged as sent."""
     now = datetime.now(UTC)
@@ -135,6 +141,7 @@ def test_sigterm_finishes_the_message_in_flight_and_exits_cleanly(tmp_path):
     assert locks == 0  # released: the next daemon can start at once
 
 
+@pytest.mark.slow
 def test_sigterm_with_many_slots_due_exits_at_once(tmp_path):
     """Sixty slots due at once (a daemon back after a long stop queues a send for each): SIGTERM during the first
     one ends the daemon within seconds; the slots not yet started are not started."""
@@ -162,12 +169,13 @@ def test_sigterm_with_many_slots_due_exits_at_once(tmp_path):
 
 
 def readme_block(title: str) -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    """A fenced block of the operating page, by its info string."""
+    text = (ROOT / "docs" / "operating.md").read_text(encoding="utf-8")
     return re.search(rf"```{title}\n(.*?)```", text, flags=re.S).group(1)
 
 
 def test_readme_crontab_line_is_valid_and_runs_digest_run():
-    """The README's crontab line has a valid schedule and calls `digest run`."""
+    """The operating page's crontab line has a valid schedule and calls `digest run`."""
     line = readme_block("crontab").strip().splitlines()[-1]
     fields = line.split()
     CronTrigger.from_crontab(" ".join(fields[:5]))
@@ -175,7 +183,7 @@ def test_readme_crontab_line_is_valid_and_runs_digest_run():
 
 
 def test_readme_systemd_units_verify(tmp_path):
-    """The README's service and timer units pass `systemd-analyze verify` (or parse as unit files)."""
+    """The operating page's service and timer units pass `systemd-analyze verify` (or parse as unit files)."""
     units = {"paper-digest.service": readme_block("ini paper-digest.service"),
              "paper-digest.timer": readme_block("ini paper-digest.timer"),
              "paper-digest-schedule.service": readme_block("ini paper-digest-schedule.service")}
@@ -192,6 +200,7 @@ def test_readme_systemd_units_verify(tmp_path):
         assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.slow
 def test_progress_bar_on_a_terminal_only(tmp_path):
     """A long send shows a progress bar when stderr is a terminal (a real pty) and none when it is a file."""
     import fcntl

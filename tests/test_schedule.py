@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import time_machine
 
-from digest.jobs import make_daemon, run_job
+from digest.app import App
+from digest.daily import make_daemon, run
 from digest.models import Subscriber
-from digest.pipeline import App
 from digest.schedule import AlreadyRunning, Slot, due
 
 from .conftest import SEEDS
@@ -90,6 +90,7 @@ def step(daemon, traveller, start: datetime, end: datetime, config) -> list[tupl
     return log
 
 
+@pytest.mark.slow
 def test_daemon_sends_at_local_times_across_dst_and_only_on_their_days(site):
     """Over 2026-03-26..04-01 (the EU clock change): London daily at 07:30 local, New York on weekdays at
     08:00 local, Tokyo on Monday at 06:45 local; nobody twice, nobody on another day."""
@@ -112,6 +113,7 @@ def test_daemon_sends_at_local_times_across_dst_and_only_on_their_days(site):
     assert tokyo == [(utc(2026, 3, 29, 21, 45), "2026-03-30")]
 
 
+@pytest.mark.slow
 def test_restart_after_a_missed_run_catches_up_exactly_once(site):
     """A daemon down over London's 07:30 slot sends it once when it comes back within the grace, not again."""
     with time_machine.travel(utc(2026, 6, 10, 6, 0), tick=False) as traveller:
@@ -147,6 +149,7 @@ def test_second_daemon_on_the_same_database_refuses_to_start(site):
     app.close()
 
 
+@pytest.mark.slow
 def test_run_from_cron_is_idempotent(site):
     """`digest run` every 15 minutes sends each digest once, at the first run after its slot."""
     with time_machine.travel(utc(2026, 6, 10, 6, 0), tick=False) as traveller:
@@ -154,13 +157,14 @@ def test_run_from_cron_is_idempotent(site):
         sent = []
         for minutes in range(0, 8 * 60, 15):
             traveller.move_to(utc(2026, 6, 10, 6, 0) + timedelta(minutes=minutes))
-            report = run_job(app, datetime.now(UTC))
+            report = run(app, datetime.now(UTC))
             sent += [(minutes, o.subscriber) for s in report.sends for o in s.outcomes if o.status == "sent"]
         app.close()
     # 06:00 UTC is 02:00 in New York: yesterday's 08:00 slot is past its day and its grace.
     assert sent == [(30, "london@example.org"), (360, "ny@example.org")]  # 07:30 BST, 08:00 EDT
 
 
+@pytest.mark.slow
 def test_a_long_send_keeps_the_lock_and_a_second_daemon_out(site):
     """The heartbeat has its own thread: while a send holds the daemon's one worker for many heartbeats (and longer
     than the lock's staleness), a second daemon still finds the lock fresh and refuses to start."""

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from digest.pipeline import App
+from digest.app import App
 from digest.web import create_app, make_server
 
 OPERATOR_PASSWORD = "operator-test-password"

@@ -31,7 +31,7 @@ from datetime import date
 import numpy as np
 import scipy.sparse as sp
 
-from digest.collector import held
+from digest.delivery.memory import held
 from digest.models import Interest, Paper, Subscriber
 from digest.select import integer
 from digest.select.dense import InterestVectors
@@ -367,7 +367,7 @@ def reading_ahead(run: _Run, starts: Sequence[int], ends: Sequence[int]) -> Iter
 def _one_core_fewer() -> Iterator[None]:
     """BLAS keeps to one core fewer than the process may use (at least one thread, never more than it had), the
     preparing thread taking that core: at 100,000 readers on two cores, 14.9 s with two BLAS threads against 12.7
-    with one (medians of three, interleaved; BENCHMARKS.md). A send's workers run one BLAS thread already."""
+    with one (medians of three, interleaved; docs/benchmarks.md). A send's workers run one BLAS thread already."""
     from threadpoolctl import threadpool_info, threadpool_limits
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

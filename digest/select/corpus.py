@@ -7,7 +7,7 @@ one cached blob and brought up to date with the papers added since, once per run
 
 A new install's store holds a few hundred papers, too few to say which words are rare. So the
 package ships background statistics (`digest/data/background.npz`, document frequencies of the 7,471
-papers of the arXiv sample that no ranking benchmark draws from, built by `bench/build_background.py`),
+papers of the arXiv sample that no ranking benchmark draws from, built by `tools/build_background.py`),
 and `blended` adds them to the store's with a weight that shrinks as the store grows: the background
 counts as BACKGROUND_DOCS × K / (K + N) documents for a store of N papers (K = BACKGROUND_HALF), so a
 store of K papers weighs as much as half the background, and a store of ten times K takes over.

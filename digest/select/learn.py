@@ -15,7 +15,7 @@ Two terms reach the ranking (formula in `rank.py`):
 - a Rocchio step in the centred embedding space (`vectors.centred`): ROCCHIO_MORE × the cosine of a paper
   with the mean of the liked papers minus ROCCHIO_LESS × that with the mean of the disliked ones, added
   to the log-odds, so the neighbours of a paper marked *less* drop at once. Measured on simulated readers
-  (BENCHMARKS.md, issue 26), the two together add about twice what either adds alone.
+  (docs/benchmarks.md, "Ranking quality"), the two together add about twice what either adds alone.
 
 A stored model is DIM weights, an intercept, its scores' mean and spread over the reference papers,
 and the Rocchio direction; it does not depend on the day's papers, so a paper's score is the same

@@ -1,7 +1,7 @@
 """The built-in sentence-embedding model: all-MiniLM-L6-v2, int8, run by ONNX Runtime (no PyTorch).
 
 The model and its tokenizer are package data (`digest/data/text_model/`, built and checked against
-the original weights by `bench/build_text_model.py`; licence and digests beside them), so nothing is
+the original weights by `tools/build_text_model.py`; licence and digests beside them), so nothing is
 downloaded at run time. A text is cut at MAX_TOKENS word pieces (the model's own limit), embedded
 and mean-pooled; every vector has unit length, so a dot product is a cosine similarity.
 

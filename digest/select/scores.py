@@ -61,7 +61,7 @@ class SelectSettings:
     feedback_clicks: float = 10.0
     diversity: float = 0.3
     text_model: float = 1.0  # 1: words and the text model fused; 0: words alone
-    # The honest-dates split (`digest.dating`): a paper published more than max_age_days before the digest is
+    # The honest-dates split (`digest.select.ages`): a paper published more than max_age_days before the digest is
     # "old", and a digest takes at most trending_again old papers besides its max_papers recent ones (0: no split).
     max_age_days: float = 0.0
     trending_again: float = 0.0

@@ -3,7 +3,7 @@
 Sentence embeddings share a large common direction (every abstract is a bit like every other), so
 all vectors here are centred on the mean embedding of the shipped reference papers and scaled to
 unit length before cosines are taken; centring alone lifts a library's centroid from the worst
-method measured to one of the best (BENCHMARKS.md, issue 26).
+method measured to one of the best (docs/benchmarks.md, "Ranking quality").
 
 An interest gets a `DenseProfile` once, when it is stored or first ranked, from its own words or
 library and the shipped reference papers only (`digest/data/reference.npz`: the 7,471 arXiv papers of the sample
@@ -20,7 +20,7 @@ store's size:
   normal equations is the same for every interest and is factorised once per process, and an
   interest's few positives are a low-rank update of it (the Woodbury identity), so a profile costs a
   fraction of a millisecond instead of the 130 ms of a logistic regression, ranking as well as it
-  (measured: BENCHMARKS.md, issue 26) — which is what lets an import of 100,000 subscribers make
+  (measured: docs/benchmarks.md, "Ranking quality") — which is what lets an import of 100,000 subscribers make
   every profile;
 - for a library, its papers themselves (a paper's mean similarity to them, zotero-arxiv-daily's signal);
 - every score's mean and spread over the reference papers, so that each is read as a z-score: how
@@ -77,7 +77,7 @@ def _reference(*names: str) -> list[np.ndarray]:
     """These arrays of the reference data shipped in the package (`np.load` reads only the arrays asked for)."""
     data = resources.files("digest.data").joinpath("reference.npz").read_bytes()
     with np.load(io.BytesIO(data)) as saved:
-        if str(saved["model"]) != MODEL_NAME:  # pragma: no cover - bench/build_background.py keeps them in step
+        if str(saved["model"]) != MODEL_NAME:  # pragma: no cover - tools/build_background.py keeps them in step
             raise RuntimeError(f"reference.npz was built with {saved['model']}, not {MODEL_NAME}")
         return [saved[name] for name in names]
 

@@ -24,7 +24,7 @@ from digest.sources import (
 )
 
 if TYPE_CHECKING:
-    from digest.fetch import Fetched, Fetcher, Validators
+    from digest.sources.fetch import Fetched, Fetcher, Validators
 
 HF_DAILY = "hf_daily"
 HF_PAGE = "hf_page"

@@ -1,7 +1,20 @@
-"""All database I/O: papers and their upvote history, the send log, suppressions, feedback, caches (SQLAlchemy Core).
+"""All database I/O (SQLAlchemy Core): one repository per concern, each owning its tables, held by one `Store`.
 
-The schema and row helpers are in `tables`, the records handed out in `records`, and Store's
-methods in one mixin per concern: `papers`, `sendlog`, `runs`, `feedback`, `signups`, `console`.
+    papers       PaperStore       papers, upvotes            ingest with merging, the day's candidates, lookups
+    subscribers  SubscriberStore  subscribers, profile_files, preferences
+    queue        QueueStore       deliveries (claims), workers   what is due, who holds it
+    sendlog      SendLogStore     deliveries (outcomes), received, suppressions
+    feedback     FeedbackStore    feedback, libraries
+    caches       CacheStore       cache, embeddings          what the selector computes once (all of it can go)
+    bounces      BounceStore      mail_reports, bounces
+    signups      SignupStore      signups, consents, rate_limits
+    runs         RunStore         fetches, runs, locks
+    privacy      PrivacyStore     (every table: one address's data, exported or erased)
+    metrics      MetricsStore     (reads for /metrics)
+    console      ConsoleStore     (reads for the operator console)
+
+`Store` itself keeps `meta` (the link-signing key, first days). The schema and row helpers are in
+`tables`, the records handed out in `records`, opening the database in `engine`, migrations in `schema`.
 """
 
 from __future__ import annotations
@@ -15,27 +28,29 @@ from sqlalchemy.engine import Engine
 from digest.errors import StoreError
 from digest.store import schema
 from digest.store.bounces import BounceEvent, BounceStore, SoftPolicy
-from digest.store.claims import Claim, ClaimStore, Queue
+from digest.store.caches import CacheStore
 from digest.store.console import ConsoleStore
 from digest.store.engine import explain, make_engine, shown
 from digest.store.feedback import FeedbackStore
 from digest.store.metrics import MetricsStore, Snapshot
 from digest.store.papers import PaperStore
 from digest.store.privacy import PrivacyStore, forgotten_key
+from digest.store.queue import Claim, Queue, QueueStore
 from digest.store.records import DeliveryRecord, FetchRecord, IngestCounts, Preference, RunRecord
-from digest.store.roster import FileState, RosterStore, SlotCount
 from digest.store.runs import RunStore
 from digest.store.sendlog import SendLogStore
 from digest.store.signups import Confirmation, SignupRecord, SignupStore
+from digest.store.subscribers import FileState, SlotCount, SubscriberStore
 from digest.store.tables import meta
 
-__all__ = ["BounceEvent", "BounceStore", "Claim", "ClaimStore", "Confirmation", "DeliveryRecord", "FeedbackStore",
-           "FetchRecord", "FileState", "IngestCounts", "Preference", "PrivacyStore", "Queue", "RosterStore",
+__all__ = ["BounceEvent", "BounceStore", "CacheStore", "Claim", "Confirmation", "DeliveryRecord", "FeedbackStore",
+           "FetchRecord", "FileState", "IngestCounts", "Preference", "PrivacyStore", "Queue", "QueueStore",
+           "SubscriberStore",
            "RunRecord", "SignupRecord", "SignupStore", "SlotCount", "Snapshot", "SoftPolicy", "Store", "forgotten_key"]
 
 
-class Store(PaperStore, SendLogStore, ClaimStore, RosterStore, RunStore, FeedbackStore, SignupStore, BounceStore,
-            PrivacyStore, MetricsStore, ConsoleStore):
+class Store(PaperStore, SubscriberStore, QueueStore, SendLogStore, FeedbackStore, CacheStore, BounceStore, SignupStore,
+            RunStore, PrivacyStore, MetricsStore, ConsoleStore):
     """The database: open it with a SQLAlchemy URL; a new database is made at the current schema."""
 
     def __init__(self, url: str, *, check_schema: bool = True, durable_sends: bool = False) -> None:

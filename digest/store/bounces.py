@@ -1,4 +1,5 @@
-"""Bounce and complaint reports read from a mailbox: what each said, and the suppressions they call for.
+"""Bounces (tables `mail_reports`, `bounces`): reports read from a mailbox or a webhook, what each said, and the
+suppressions they call for.
 
 A report is recorded with everything it causes in one transaction, under its key (the report's
 Message-ID, else a hash of its bytes): reading the same mailbox twice finds every report recorded

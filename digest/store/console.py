@@ -1,4 +1,5 @@
-"""The operator console's reads: one page of subscribers at a time, found by address or name and filtered by state.
+"""The operator console's reads (it owns no table): one page of subscribers at a time, found by address or name and
+filtered by state.
 
 A page is the addresses of one slice of the list in address order (LIMIT/OFFSET over the primary
 key, joined only to what the filter needs), then the few rows of those addresses; so a page costs
@@ -22,12 +23,12 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from digest.models import WEEKDAYS
 from digest.store.engine import Base
 from digest.store.records import DeliveryRecord
 from digest.store.signups import SignupRecord
 from digest.store.signups import _record as _signup
 from digest.store.tables import _record, deliveries, preferences, signups, subscribers, suppressions
-from digest.subscribers import WEEKDAYS
 
 # The console's filters: a state of a digest of the date, or of the subscriber (see `_where`).
 STATES = ("all", "due", "sent", "failed", "bounced", "suppressed", "paused", "pending signup")

@@ -107,7 +107,7 @@ def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
     cursor = dbapi_conn.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")  # readers (preview, status) never block a send
     # NORMAL in WAL mode: a commit survives the process being killed at any moment; only a power cut (or
-    # an OS crash) can lose the last commits before a checkpoint. See the README's crash-safety notes.
+    # an OS crash) can lose the last commits before a checkpoint. See docs/delivery.md, "Crash safety".
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")

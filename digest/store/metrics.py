@@ -1,4 +1,5 @@
-"""What `/metrics` reports, read from the store at scrape time: so every process and worker is counted once."""
+"""What `/metrics` reports, read from the store at scrape time, so every process and worker is counted once (reads
+only; it owns no table)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""Papers and their upvote history: ingest with merging, the day's candidates, counts."""
+"""Papers (tables `papers` and `upvotes`, their upvote history): ingest with merging, the day's candidates, lookups
+by store id, arXiv id, DOI or title, and counts."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import fields, replace
 from datetime import date, timedelta
 from typing import Any
@@ -10,11 +11,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from digest.models import MAX_ROW_ID, NOT_TEXT, REPLACEMENT, Paper, normalise_title
-from digest.store.claims import CHUNK
+from digest.models import MAX_ROW_ID, NOT_TEXT, REPLACEMENT, Paper, clean_arxiv_id, normalise_title
 from digest.store.engine import Base
 from digest.store.records import IngestCounts
-from digest.store.tables import _from_row, _now, _to_json, papers, upvotes
+from digest.store.tables import CHUNK, _from_row, _now, _to_json, papers, upvotes
 
 
 def _merge(old: Paper, new: Paper) -> Paper:
@@ -178,3 +178,54 @@ class PaperStore(Base):
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(papers).where(papers.c.id == paper_id)).first()
         return _from_row(row) if row else None
+
+    def papers_by_id(self, ids: Iterable[int]) -> dict[int, Paper]:
+        wanted = sorted(set(ids))
+        if not wanted:
+            return {}
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(papers).where(papers.c.id.in_(wanted)))
+            return {row.id: _from_row(row) for row in rows}
+
+    def find_papers(self, refs: Iterable[str]) -> dict[str, Paper]:
+        """Papers named by arXiv id (any version), store id (`#12`) or title; unknown references are left out."""
+        refs = list(dict.fromkeys(refs))
+        if not refs:
+            return {}
+        by_id = {r: int(r.lstrip("#")) for r in refs if r.lstrip("#").isascii() and r.lstrip("#").isdigit()}
+        by_id = {r: n for r, n in by_id.items() if n <= MAX_ROW_ID}  # larger is no row, and overflows the query
+        by_arxiv = {clean_arxiv_id(r.removeprefix("arXiv:")): r for r in refs if r not in by_id}
+        by_arxiv.pop(None, None)
+        by_title = {normalise_title(r): r for r in refs if r not in by_id}
+        found: dict[str, Paper] = {}
+        with self.engine.connect() as conn:
+            query = sa.select(papers).where(papers.c.id.in_(list(by_id.values())) |
+                                            papers.c.arxiv_id.in_(list(by_arxiv)) |
+                                            papers.c.title_norm.in_(list(by_title)))
+            for row in conn.execute(query):
+                paper = _from_row(row)
+                for ref, number in by_id.items():
+                    if number == row.id:
+                        found[ref] = paper
+                if row.arxiv_id in by_arxiv:
+                    found.setdefault(by_arxiv[row.arxiv_id], paper)
+                if row.title_norm in by_title:
+                    found.setdefault(by_title[row.title_norm], paper)
+        return found
+
+    def sample_papers(self, n: int, seed: int) -> list[Paper]:
+        """About n papers of the store, the same for one seed while the store is unchanged (a model's negatives)."""
+        with self.engine.connect() as conn:
+            total = conn.execute(sa.select(sa.func.count()).select_from(papers)).scalar() or 0
+            if not total:
+                return []
+            step = max(total // n, 1)
+            query = sa.select(papers).where((papers.c.id + seed) % step == 0).order_by(papers.c.id).limit(n)
+            return [_from_row(row) for row in conn.execute(query)]
+
+    def texts_after(self, paper_id: int) -> Iterator[tuple[int, str, str]]:
+        """(id, title, abstract) of the papers added after `paper_id`, in id order."""
+        query = sa.select(papers.c.id, papers.c.title, papers.c.abstract).where(papers.c.id > paper_id)
+        with self.engine.connect() as conn:
+            for row in conn.execute(query.order_by(papers.c.id)):
+                yield row.id, row.title, row.abstract

@@ -1,4 +1,5 @@
-"""A subscriber's data: everything the store holds about one address, and erasing it (mixed into Store).
+"""A subscriber's data across every repository: everything the store holds about one address, and erasing it (it
+owns no table; it reads and deletes one address's rows in all of them).
 
 Erasing keeps one thing: the address as a hash (`forgotten_key`) on the suppression list, so that
 it is never mailed again, whichever way it comes back (a profile file, an import, a signup); every
@@ -20,7 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from digest.store.engine import Base
-from digest.store.roster import drop_unused_libraries
+from digest.store.subscribers import drop_unused_libraries
 from digest.store.tables import (
     _now,
     bounces,

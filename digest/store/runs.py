@@ -1,4 +1,5 @@
-"""The last fetch of each source, the run log, and the lock that keeps one scheduler running."""
+"""Runs (tables `fetches`, `runs`, `locks`): the last fetch of each source, the run log, and the lock that keeps one
+scheduler running."""
 
 from __future__ import annotations
 

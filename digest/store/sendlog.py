@@ -1,4 +1,5 @@
-"""The send log, the papers each subscriber received, suppressions and subscribers' preferences."""
+"""The send log (tables `deliveries`, `received`, `suppressions`): how each digest ended (sent, bounced, failed,
+empty), the papers each subscriber received, and the addresses never to be mailed."""
 
 from __future__ import annotations
 
@@ -12,11 +13,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from digest.models import Paper
-from digest.store.claims import CHUNK
 from digest.store.engine import Base, begin_immediate
 from digest.store.privacy import forgotten_key
-from digest.store.records import DeliveryRecord, Preference
-from digest.store.tables import _from_row, _now, _record, deliveries, papers, preferences, received, suppressions
+from digest.store.records import DeliveryRecord
+from digest.store.tables import _chunks, _from_row, _now, _record, deliveries, papers, received, suppressions
 
 _SQLITE_TIME = "%Y-%m-%d %H:%M:%S.%f"  # how SQLAlchemy stores a DateTime in SQLite
 _SENT_UPDATE = ("UPDATE deliveries SET status = 'sent', detail = '', claimed_by = NULL, lease_until = NULL, "
@@ -35,14 +35,8 @@ _SENT_SQL = {  # the statements of `mark_sent`, in each driver's parameter style
 }
 
 
-def _chunks(items: Sequence[str] | None) -> list[Sequence[str] | None]:
-    if items is None:
-        return [None]
-    return [items[i:i + CHUNK] for i in range(0, len(items), CHUNK)]
-
-
 class SendLogStore(Base):
-    """The send log, received papers, suppressions and preferences (mixed into Store)."""
+    """The outcomes of `deliveries`, and the `received` and `suppressions` tables (mixed into Store)."""
 
 
     # -- history, send log, suppressions ---------------------------------------
@@ -284,42 +278,6 @@ class SendLogStore(Base):
             result = conn.execute(suppressions.delete().where(
                 (suppressions.c.email == email.lower()) & (suppressions.c.reason == reason)))
             return bool(result.rowcount)
-
-    # -- preferences -------------------------------------------------------------------
-
-    def preference(self, email: str) -> Preference | None:
-        with self.engine.connect() as conn:
-            row = conn.execute(sa.select(preferences).where(preferences.c.email == email.lower())).first()
-        return Preference(row.email, row.frequency, row.paused_until) if row else None
-
-    def preferences(self) -> dict[str, Preference]:
-        """Every subscriber's preferences, by lower-case address."""
-        with self.engine.connect() as conn:
-            return {r.email: Preference(r.email, r.frequency, r.paused_until)
-                    for r in conn.execute(sa.select(preferences))}
-
-    def preferences_among(self, emails: Sequence[str]) -> dict[str, Preference]:
-        """Of these addresses, the preferences of those who set any, by lower-case address."""
-        out: dict[str, Preference] = {}
-        with self.engine.connect() as conn:
-            for part in _chunks([e.lower() for e in emails]):
-                query = sa.select(preferences).where(preferences.c.email.in_(part))
-                out.update({r.email: Preference(r.email, r.frequency, r.paused_until) for r in conn.execute(query)})
-        return out
-
-    _UNSET: Any = object()
-
-    def set_preference(self, email: str, *, frequency: Any = _UNSET, paused_until: Any = _UNSET) -> None:
-        """Change the given fields of a subscriber's preferences (None clears one)."""
-        changes = {k: v for k, v in (("frequency", frequency), ("paused_until", paused_until))
-                   if v is not SendLogStore._UNSET}
-        key = email.lower()
-        with self.write() as conn:
-            if conn.execute(sa.select(preferences.c.email).where(preferences.c.email == key)).first():
-                conn.execute(preferences.update().where(preferences.c.email == key).values(
-                    updated_at=_now(), **changes))
-            else:
-                conn.execute(preferences.insert().values(email=key, updated_at=_now(), **changes))
 
 
 def _discard(conn: Any) -> None:

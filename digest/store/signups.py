@@ -1,5 +1,5 @@
-"""Web signups in the store: pending signups, their confirmation (the subscriber made, the consent recorded, in one
-transaction), and the rate-limit counters every `digest serve` process shares."""
+"""Signups (tables `signups`, `consents`, `rate_limits`): pending signups, their confirmation (the subscriber
+made, the consent recorded, in one transaction), and the rate-limit counters every `digest serve` process shares."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from sqlalchemy.engine import Connection
 
 from digest.models import LibraryEntry, Subscriber
 from digest.store.engine import Base
-from digest.store.roster import (
-    RosterStore,
+from digest.store.subscribers import (
+    SubscriberStore,
     drop_unused_libraries,
     library_keys_of,
     put_libraries,
@@ -136,7 +136,7 @@ class SignupStore(Base):
 
 def _put_web(conn: Connection, subscriber: Subscriber) -> None:
     conn.execute(subscribers.delete().where(subscribers.c.email_key == subscriber.email.lower()))
-    RosterStore._put(conn, [subscriber_row(subscriber, "web", None)])
+    SubscriberStore._put(conn, [subscriber_row(subscriber, "web", None)])
 
 
 def _record(row: Any) -> SignupRecord:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import fields
 from datetime import UTC, date, datetime
 from typing import Any
@@ -47,7 +48,7 @@ deliveries = sa.Table(
     sa.Column("transport", sa.String, nullable=False),
     sa.Column("detail", sa.Text, nullable=False, default=""),
     sa.Column("updated_at", sa.DateTime, nullable=False),
-    sa.Column("claimed_by", sa.String),  # the worker holding the claim (see digest.claims.Owner)
+    sa.Column("claimed_by", sa.String),  # the worker holding the claim (see digest.delivery.owners.Owner)
     sa.Column("lease_until", sa.DateTime),  # after this (UTC) another worker may take the claim over
     sa.Index("ix_deliveries_queue", "digest_date", "status"),
     sa.Index("ix_deliveries_message_id", "message_id"),  # a bounce report names the digest by its Message-ID
@@ -206,7 +207,7 @@ signups = sa.Table(  # web signups waiting for their confirmation link to be fol
     sa.Column("nonce", sa.String, nullable=False),  # names the latest confirmation link; older links are void
     sa.Column("profile", sa.Text, nullable=False),  # the profile asked for, as the subscribers table keeps it
     sa.Column("requested_at", sa.DateTime, nullable=False, index=True),
-    sa.Column("form_version", sa.String, nullable=False),  # the wording the reader saw (see digest.signup)
+    sa.Column("form_version", sa.String, nullable=False),  # the wording the reader saw (see digest.signup.signups)
     sa.Column("ip_hash", sa.String, nullable=False),  # keyed hash of the address the form came from
     sa.Column("detail", sa.String, nullable=False),  # for the operator: who holds the address, when held
 )
@@ -267,3 +268,13 @@ def _from_row(row: Any) -> Paper:
 
 def _record(row: Any) -> DeliveryRecord:
     return DeliveryRecord(**row._mapping)
+
+
+CHUNK = 500  # rows per statement: below SQLite's bound-parameter limit, few round trips
+
+
+def _chunks(items: Sequence[str] | None) -> list[Sequence[str] | None]:
+    """`items` in statements' worth (a None for "all")."""
+    if items is None:
+        return [None]
+    return [items[i:i + CHUNK] for i in range(0, len(items), CHUNK)]

@@ -24,9 +24,8 @@ from flask import Flask, Response
 
 from digest.config import is_loopback_host
 from digest.errors import DigestError, UsageError
-from digest.pipeline import App
 from digest.web import feeds, guard, interests, library, metrics, operator, public, signup, uploads, webhooks, welcome
-from digest.web.common import CSP
+from digest.web.common import CSP, Site
 
 log = logging.getLogger("digest")
 
@@ -50,7 +49,7 @@ SECURITY_HEADERS = {
 }
 
 
-def create_app(app: App, *, operator_password: str | None, bind: str = "127.0.0.1",
+def create_app(app: Site, *, operator_password: str | None, bind: str = "127.0.0.1",
                operator_pages: bool = True) -> Flask:
     """The web application over `app` (its store, renderer, signer and profiles), for a server bound to `bind`.
 
@@ -89,7 +88,7 @@ def _secure(response: Response) -> Response:
     return response
 
 
-def serve(app: App, host: str, port: int, *, password_env: str, threads: int = 4,
+def serve(app: Site, host: str, port: int, *, password_env: str, threads: int = 4,
           out: TextIO = sys.stderr, ready: Callable[[str, int], object] = lambda host, port: None) -> None:
     """Serve until interrupted (waitress, a production WSGI server), the operator pages behind a login.
 
@@ -112,7 +111,7 @@ def serve(app: App, host: str, port: int, *, password_env: str, threads: int = 4
     server.run()
 
 
-def operator_password(app: App, host: str, password_env: str) -> str | None:
+def operator_password(app: Site, host: str, password_env: str) -> str | None:
     """The operator pages' password: from the environment, else made now; None only when the login is off."""
     if not app.config.web.operator_login:
         if not is_loopback_host(host):

@@ -1,14 +1,26 @@
-"""What the web pages share: the App behind the request, page rendering, where a request came from."""
+"""What the web pages share: the parts behind the request (`Site`), page rendering, where a request came from."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from flask import current_app, request
 
-from digest.pipeline import App
-from digest.signup import zones
-from digest.subscribers import WEEKDAYS
+from digest.models import WEEKDAYS
+from digest.signup.signups import zones
+
+if TYPE_CHECKING:
+    from digest.compose import Composer
+    from digest.config import Config
+    from digest.delivery.mailer import Mailer
+    from digest.models import Newsletter
+    from digest.render.renderer import Renderer
+    from digest.select import SelectSettings
+    from digest.select.analysis import Analysis
+    from digest.select.dense import DenseEmbedder
+    from digest.store import Store
+    from digest.subscribers.catalogue import Profiles
+    from digest.tokens import LinkMaker, Signer
 
 FREQUENCIES = [("daily", "Every day"), ("weekdays", "Monday to Friday")] + [
     (f"weekly:{day}", f"Once a week, on {name}") for day, name in zip(
@@ -21,8 +33,25 @@ REGIONS = ("Africa", "America", "Antarctica", "Arctic", "Asia", "Atlantic", "Aus
 MANAGERS = {"file": "a profile file", "import": "a list they imported"}
 
 
-def current() -> App:
-    """The App this web application serves."""
+class Site(Protocol):
+    """The parts the web pages use, made once by the command that serves them (`app.App` has them all)."""
+
+    config: Config
+    store: Store
+    renderer: Renderer
+    newsletter: Newsletter
+    signer: Signer
+    links: LinkMaker
+    settings: SelectSettings
+    dense: DenseEmbedder | None
+    analysis: Analysis
+    profiles: Profiles
+    composer: Composer
+    mailer: Mailer
+
+
+def current() -> Site:
+    """The parts this web application serves."""
     return current_app.config["DIGEST_APP"]  # type: ignore[no-any-return]
 
 

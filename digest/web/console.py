@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from digest.models import Subscriber
-from digest.pipeline import App
 from digest.status import DeliveryLine, delivery_lines, run_line, why_suppressed, worker_line
 from digest.store.bounces import LIFTABLE
+from digest.web.common import Site
 
 PAGE_SIZES = (25, 50, 100, 200)  # rows a page may hold (the size a request may ask for)
 PAGE_SIZE = 50
@@ -68,7 +68,7 @@ class Row:
         return f"file {Path(self.source[5:]).name}" if self.source.startswith("file ") else self.source
 
 
-def rows(app: App, keys: tuple[str, ...], day: date, now: datetime | None = None) -> list[Row]:
+def rows(app: Site, keys: tuple[str, ...], day: date, now: datetime | None = None) -> list[Row]:
     """The rows of these addresses (lower-case), in their order: a handful of keyed reads, whatever the list size."""
     store = app.store
     found = store.subscribers_by_email(list(keys))
@@ -100,7 +100,7 @@ def liftable(reason: str) -> bool:
     return reason.partition(":")[0] in LIFTABLE
 
 
-def activity(app: App, now: datetime | None = None) -> tuple[list[str], list[str]]:
+def activity(app: Site, now: datetime | None = None) -> tuple[list[str], list[str]]:
     """The recent runs and the send workers of the last day (manual sends included), as `digest status` lists
     them."""
     now = now or datetime.now(UTC)
@@ -108,7 +108,7 @@ def activity(app: App, now: datetime | None = None) -> tuple[list[str], list[str
     return [run_line(r) for r in app.store.recent_runs(15)], [worker_line(w, now) for w in workers]
 
 
-def counts(app: App, day: date) -> dict[str, Any]:
+def counts(app: Site, day: date) -> dict[str, Any]:
     """The numbers above the list: subscribers, digests of the date by state, suppressed, pending signups."""
     store = app.store
     return {"subscribers": store.count_subscribers(), "deliveries": sorted(store.delivery_counts(day).items()),

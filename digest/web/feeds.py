@@ -32,8 +32,8 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from flask import Blueprint, Response, abort, request
 
-from digest.filters import format_date, paper_url, truncate_words
 from digest.models import Paper
+from digest.render.filters import format_date, paper_url, truncate_words
 from digest.tokens import BadToken
 from digest.web.common import current, page
 from digest.web.public import _links, _token, mailed

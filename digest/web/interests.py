@@ -21,8 +21,8 @@ from typing import Any
 from flask import Blueprint, Response, abort, request
 
 from digest.models import MAX_ROW_ID, Interest, Subscriber
-from digest.subscribers import MAX_DESCRIPTION, MAX_INTERESTS, MAX_NAME, validate
-from digest.topics import chosen
+from digest.subscribers.profiles import MAX_DESCRIPTION, MAX_INTERESTS, MAX_NAME, validate
+from digest.subscribers.topics import chosen
 from digest.web.common import CSP, MANAGERS, current, page, zone_groups
 from digest.web.public import _same_site_or_403, _token
 
@@ -68,7 +68,7 @@ def script() -> Response:
 def interests(token: str) -> Response:
     """The page; its POSTs: `do=save` (the interests form), `unmark` (one paper's mark), `reset` (every mark)."""
     email = _token("preferences", token).email
-    current().sync()  # a profile file changed since the last run is what the page shows and guards
+    current().profiles.sync()  # a profile file changed since the last run is what the page shows and guards
     found = current().store.profile_of(email)
     if found is None:
         abort(404)

@@ -1,7 +1,7 @@
 """`/library/<token>`: a reader brings the papers they keep (a Zotero, Mendeley or Paperpile export, or arXiv ids and
 DOIs pasted one a line) to one of their interests, or to a new one named for it, and can remove a library again.
 
-The file is read by `digest.libraries` with all its limits; the page says how many papers it read and lists what it
+The file is read by `subscribers.libraries` with all its limits; the page says how many papers it read and lists what it
 could not, each with its line. A file that cannot be read as a whole (malformed, too large, no usable paper) gets a
 one-line message and changes nothing. A library replaces the one the chosen interest had; the stored profile is
 replaced as the interests page replaces it (`Store.replace_web_profile`), so the next digest follows. Only a web
@@ -17,10 +17,10 @@ from dataclasses import dataclass, replace
 from flask import Blueprint, Response, abort, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from digest.libraries import MAX_ENTRIES, Library, LibraryError, library_interest, read_upload
 from digest.models import Interest, Subscriber
-from digest.signup import LIBRARY_INTEREST
-from digest.subscribers import MAX_INTERESTS, MAX_LIBRARIES, MAX_NAME
+from digest.signup.signups import LIBRARY_INTEREST
+from digest.subscribers.libraries import MAX_ENTRIES, Library, LibraryError, library_interest, read_upload
+from digest.subscribers.profiles import MAX_INTERESTS, MAX_LIBRARIES, MAX_NAME
 from digest.web.common import MANAGERS, current, page
 from digest.web.public import _same_site_or_403, _token
 from digest.web.uploads import MAX_BODY_BYTES, PASTED, allow_large_body, describe, prepare_later, upload_of

@@ -18,12 +18,13 @@ from urllib.parse import urlencode
 
 from flask import Blueprint, Response, abort, current_app, redirect, request, url_for
 
-from digest.catalogue import import_one
+from digest import daily
 from digest.errors import DigestError
 from digest.models import FIRST_DAY, LAST_DAY
 from digest.status import SUPPRESSED_LIMIT, shown_address, why_suppressed
 from digest.store.console import STATES
-from digest.subscribers import validate
+from digest.subscribers.catalogue import import_one
+from digest.subscribers.profiles import validate
 from digest.web import console
 from digest.web.common import CSP, FREQUENCIES, current, from_proxy, page
 from digest.web.guard import SAFE_METHODS, same_site
@@ -93,7 +94,7 @@ def index() -> str:
     """A page of subscribers (searched, filtered) with their state on the date, and the console's other parts."""
     app, day = current(), _day()
     search, state, number, size = _listing()
-    problems = [str(p) for p in app.sync().problems]
+    problems = [str(p) for p in app.profiles.sync().problems]
     found = app.store.console_slice(day, search=search, state=state, offset=(number - 1) * size, limit=size)
     paging = console.Paging(number, size, found.total, found.exact)
     if number > paging.pages:  # past the end (the list shrank since the link was made): the last page
@@ -118,7 +119,7 @@ def subscriber() -> str:
     """One subscriber: source, schedule, pause, suppression, the digest of the date, recent sends, and actions."""
     app, day = current(), _day()
     email = request.args.get("email", "")
-    app.sync()
+    app.profiles.sync()
     found = app.store.subscribers_by_email([email]).get(email)
     if found is None:
         abort(404)
@@ -170,7 +171,7 @@ def test_copy() -> Response:
     """Send a copy of a subscriber's digest of the date to an address, as `digest send --subscriber … --to …`."""
     email, to = _known(), request.form.get("to", "").strip()
     try:
-        _, outcome = current().send_test(_day(request.form.get("date", "")), email, to)
+        _, outcome = daily.send_test(current(), _day(request.form.get("date", "")), email, to)  # type: ignore[arg-type]
     except DigestError as exc:
         return _refused(str(exc))
     if outcome.status != "sent":
@@ -190,7 +191,7 @@ def add() -> Response:
     app = current()
     found, problems = validate(data, "the add form", lambda _key, _n: 0)
     if found is not None:
-        problems += import_one(app.store, found, "the add form", app.prepare_interests)
+        problems += import_one(app.store, found, "the add form", app.analysis.interests)
     if problems:
         return _refused("; ".join(p.message for p in problems))
     return _done("added", email=found.email)  # type: ignore[union-attr]
@@ -256,13 +257,13 @@ def _url(endpoint: str, **params: object) -> str:
 # -- preview ---------------------------------------------------------------------
 
 
-def _composed(email: str, day: date):  # noqa: ANN202 (a pipeline.Composed)
+def _composed(email: str, day: date):  # noqa: ANN202 (a models.Composed)
     app = current()
-    app.sync()
+    app.profiles.sync()
     subscriber = app.store.subscribers_by_email([email]).get(email)
     if subscriber is None:
         abort(404)
-    return subscriber, app.compose(subscriber, day, app.pool(day))
+    return subscriber, app.composer.compose(subscriber, day, app.composer.pool(day))
 
 
 @blueprint.get("/preview")

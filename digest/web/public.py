@@ -57,7 +57,7 @@ def _links(subject: Token) -> Links | None:
     """The links a page offers, dated like the token that led to it; None once those would have expired."""
     if _good_until(subject) < date.today():
         return None
-    links = current().links_for(subject.email, _issued(subject))
+    links = current().links(subject.email, _issued(subject))
     # As paths: this server answers under base_url's path whatever host the request named.
     return replace(links, unsubscribe=urlsplit(links.unsubscribe).path, preferences=urlsplit(links.preferences).path,
                    feedback=urlsplit(links.feedback).path)
@@ -135,7 +135,7 @@ def preferences(token: str) -> str | Response:
         _same_site_or_403()
     message = _apply(email, request.form) if request.method == "POST" else ""
     prefs = app.store.preference(email)
-    profile = app.roster().find(email)
+    profile = app.profiles.roster().find(email)
     frequency = (prefs.frequency if prefs and prefs.frequency else profile.frequency if profile else "daily")
     paused = prefs.paused_until if prefs and prefs.paused_until and prefs.paused_until >= date.today() else None
     reason = app.store.suppressed_among([email]).get(email.lower())
@@ -161,7 +161,7 @@ def forget(token: str) -> str:
     done = current().store.is_forgotten(subject.email)  # a second POST (or a reload) finds it done
     if request.method == "POST" and not done:
         _same_site_or_403()
-        from digest.privacy import forget as erase
+        from digest.subscribers.privacy import forget as erase
 
         erase(current(), subject.email)
         done = True
@@ -209,7 +209,7 @@ def mailed(email: str, day: date) -> Response:
     subscriber = app.store.subscribers_by_email([email]).get(email)  # one row, not the whole roster
     if subscriber is None:
         abort(404)
-    composed = app.compose(subscriber, day, app.pool(day))
+    composed = app.composer.compose(subscriber, day, app.composer.pool(day))
     return Response(composed.rendered.html, content_type="text/html; charset=utf-8")
 
 

@@ -1,6 +1,6 @@
 """The signup pages: `/subscribe` (the form), `/confirm/<token>` (a button, then the welcome with today's digest).
 
-The work is done by `digest.signup.Signups`; this module turns HTTP into its calls and its refusals into pages.
+The work is done by `digest.signup.signups.Signups`; this module turns HTTP into its calls and its refusals into pages.
 The form is protected against cross-site posts twice: the Origin/Referer check every POST here passes
 (`guard.same_site`), and a double-submit CSRF token (a random cookie, SameSite=Strict, and a form field
 holding its keyed hash). A GET of a confirmation link changes nothing (mail scanners follow links); the
@@ -18,9 +18,9 @@ from urllib.parse import urlsplit
 from flask import Blueprint, Response, abort, current_app, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from digest.libraries import library_interest
-from digest.onboarding import offered
-from digest.signup import LIBRARY_INTEREST, Form, Invalid, Refused, Signups, zones
+from digest.signup.onboarding import offered
+from digest.signup.signups import LIBRARY_INTEREST, Form, Invalid, Refused, Signups, zones
+from digest.subscribers.libraries import library_interest
 from digest.web.common import CSP, FREQUENCIES, current, page, zone_groups
 from digest.web.guard import host_name, same_site
 from digest.web.uploads import MAX_BODY_BYTES, allow_large_body, describe, prepare_later, upload_of
@@ -163,7 +163,7 @@ def confirm(token: str) -> Response:
     except Refused as exc:
         return _refused(exc)
     links = welcome.links
-    # The papers to rate (`digest.onboarding`), their forms posting to /welcome/<the reader's feedback token>/rate.
+    # The papers to rate (`signup.onboarding`), their forms posting to /welcome/<the reader's feedback token>/rate.
     feedback_token = urlsplit(links.feedback).path.rsplit("/", 1)[1]
     rate_url = f"{request.path.rsplit('/confirm/', 1)[0]}/welcome/{feedback_token}/rate"
     html = page("welcome", subscriber=welcome.subscriber, updated=welcome.updated, preview=welcome.preview,

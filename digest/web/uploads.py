@@ -1,8 +1,8 @@
-"""A reader's library as a web form brings it: an uploaded export file or a pasted list, read by `digest.libraries`.
+"""A reader's library as a web form brings it: an uploaded export file or a pasted list, read by `libraries`.
 
 The library page (`library`) and the signup form (`signup`) take one; these are the only routes whose requests may
 be larger than the app's 64 KiB (`MAX_BODY_BYTES`), and every limit of a library file still holds (entries,
-lines, nesting, fields: see `digest.libraries`).
+lines, nesting, fields: see `digest.subscribers.libraries`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 from flask import Request, current_app
 
-from digest.libraries import MAX_ENTRIES, Library
 from digest.models import Interest
+from digest.subscribers.libraries import MAX_ENTRIES, Library
 from digest.web.common import current
 
 log = logging.getLogger("digest")

@@ -19,9 +19,9 @@ from datetime import date
 import httpx
 from flask import Blueprint, Flask, Response, abort, current_app, request
 
-from digest import bounces, webhooks
+from digest.bounces import intake, webhooks
+from digest.bounces.reports import Report
 from digest.errors import DigestError
-from digest.reports import Report
 from digest.web.common import current
 
 MAX_BODY_BYTES = 1024 * 1024  # a webhook's body: an SNS message is up to 256 KB, a SendGrid batch of 1,000 events more
@@ -80,10 +80,10 @@ def _refused(provider: str, exc: webhooks.BadSignature | webhooks.BadEvent) -> R
 def _record(provider: str, reports: list[Report]) -> Response:
     """Match and record each event in its own transaction, as `digest bounces` does a mailbox's reports."""
     app = current()
-    matcher, soft = bounces.policy(app, date.today())
+    matcher, soft = intake.policy(app, date.today())
     counts = {"recorded": 0, "seen": 0}
     for report in reports:
-        outcome, made = bounces.record(app.store, report, matcher, soft)
+        outcome, made = intake.record(app.store, report, matcher, soft)
         counts["seen" if made is None else "recorded"] += 1
         for email, reason in made or []:
             log.info("suppressed %s: %s (%s webhook)", email, reason, provider)

@@ -2,7 +2,7 @@
 `/welcome/<token>/rate` (one mark, then back to the list).
 
 The token is the reader's feedback token (what an email's "more / less like this" links carry, valid as long:
-`web.link_days`), since a mark here is that same signal (`digest.onboarding`). It works without JavaScript: each
+`web.link_days`), since a mark here is that same signal (`digest.signup.onboarding`). It works without JavaScript: each
 paper's two buttons are a plain form whose POST records the mark and answers 303 back to the list, at the paper
 just rated. A small script (`SCRIPT`, allowed by the pages' CSP) posts the same forms in the background and
 marks the paper in place, so the reader stays where they are (on the confirmation's page, beside their digest);
@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from flask import Blueprint, Response, abort, redirect, request
 
 from digest.models import Links, Subscriber
-from digest.onboarding import offered, rate
+from digest.signup.onboarding import offered, rate
 from digest.web.common import CSP, current, page
 from digest.web.guard import same_site
 from digest.web.public import _links, _token

@@ -1,0 +1,1 @@
+"""Subscribers: profile files, imported lists and their sync into the store, readers' libraries, their data."""
