@@ -18,11 +18,11 @@ from pathlib import Path
 from digest.delivery import journal
 from digest.delivery.handover import Outcome
 from digest.delivery.mailer import Mailer
-from digest.delivery.memory import held
 from digest.delivery.sender import KEEP_OUTCOMES, Blocked, ComposeBatch, Sender, SendReport, queue_outcomes, skip
 from digest.delivery.workers import Died, in_processes
 from digest.errors import StoreError
 from digest.logs import progress
+from digest.memory import held
 from digest.models import Composed, Subscriber, is_delivery_day
 from digest.schedule import Slot
 from digest.store import Queue, Store

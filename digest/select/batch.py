@@ -31,7 +31,7 @@ from datetime import date
 import numpy as np
 import scipy.sparse as sp
 
-from digest.delivery.memory import held
+from digest.memory import held
 from digest.models import Interest, Paper, Subscriber
 from digest.select import integer
 from digest.select.dense import InterestVectors

@@ -21,7 +21,7 @@ from datetime import date
 import numpy as np
 import scipy.sparse as sp
 
-from digest.delivery.memory import held
+from digest.memory import held
 from digest.models import Interest, Subscriber
 from digest.select import matches
 from digest.select.batch import (

@@ -9,7 +9,7 @@ import threading
 import numpy as np
 import pytest
 
-from digest.delivery.memory import YOUNG_OBJECTS, held
+from digest.memory import YOUNG_OBJECTS, held
 
 
 def test_a_run_freezes_what_is_alive_and_the_outermost_one_thaws_it():
