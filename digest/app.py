@@ -7,7 +7,7 @@ through its own class:
     store      digest.store.Store            every table, one repository per concern
     ingest     sources.ingest.Ingest         files and folders of papers into the store
     analysis   select.analysis.Analysis      term statistics and the text model's embeddings, made as things come in
-    profiles   subscribers.catalogue.Profiles  profile files synced into the store; subscribers by address or slot
+    profiles   subscribers.roster.Profiles  profile files synced into the store; subscribers by address or slot
     composer   compose.Composer              a date's pool; each reader's digest selected, rendered, built
     mailer     delivery.mailer.Mailer        the transport, DKIM and the delivery policies
     links      tokens.LinkMaker              the signed links of a reader's emails
@@ -29,7 +29,7 @@ from digest.select.analysis import Analysis
 from digest.select.dense import DenseEmbedder
 from digest.sources.ingest import Ingest
 from digest.store import Store
-from digest.subscribers.catalogue import Profiles
+from digest.subscribers.roster import Profiles
 from digest.tokens import LinkMaker, Signer
 
 SELECT_KEYS = [f.name for f in fields(SelectSettings)]

@@ -244,7 +244,7 @@ def _subscribers_list(app: App, args: argparse.Namespace) -> int:
 
 
 def _subscribers_import(app: App, args: argparse.Namespace) -> int:
-    from digest.subscribers.catalogue import import_path
+    from digest.subscribers.roster import import_path
 
     app.profiles.sync()  # an address a profile file defines stays the file's
     report = import_path(app.store, args.path, on_stored=app.analysis.interests)
@@ -255,7 +255,7 @@ def _subscribers_import(app: App, args: argparse.Namespace) -> int:
 
 
 def _subscribers_export(app: App, args: argparse.Namespace) -> int:
-    from digest.subscribers.catalogue import export_csv
+    from digest.subscribers.roster import export_csv
 
     app.profiles.sync()
     if args.out is None:

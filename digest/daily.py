@@ -29,8 +29,8 @@ from digest.sources.collect import CollectReport, collect
 from digest.sources.fetch import USER_AGENT, Fetcher, FetchPolicy
 from digest.sources.ingest import IngestReport
 from digest.store import Queue, Store
-from digest.subscribers.catalogue import SyncReport
 from digest.subscribers.profiles import Problem, is_email
+from digest.subscribers.roster import SyncReport
 
 if TYPE_CHECKING:
     from digest.app import App

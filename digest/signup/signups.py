@@ -43,7 +43,7 @@ from digest.errors import DigestError
 from digest.models import Composed, Interest, Subscriber
 from digest.store.signups import SignupRecord, expiry
 from digest.store.subscribers import profile_json, subscriber_of
-from digest.subscribers import catalogue
+from digest.subscribers import roster
 from digest.subscribers.addresses import is_email, mailbox_parts
 from digest.subscribers.libraries import Library, LibraryError, library_interest, read_upload
 from digest.subscribers.profiles import check_interest
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from digest.models import Newsletter
     from digest.render.renderer import Renderer
     from digest.store import Store
-    from digest.subscribers.catalogue import Profiles
+    from digest.subscribers.roster import Profiles
     from digest.tokens import LinkMaker, Signer
 
 
@@ -302,7 +302,7 @@ class Signups:
     def sync(self) -> None:
         """Bring changed profile files into the store first, so that a file's address is known to be the file's
         (only files whose size or time stamp changed are read; their problems are the operator's pages' business)."""
-        catalogue.sync(self.app.store, Path(self.app.config.subscribers.dir))
+        roster.sync(self.app.store, Path(self.app.config.subscribers.dir))
 
     # -- the link -------------------------------------------------------------------------------------------
 

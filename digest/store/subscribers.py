@@ -3,7 +3,7 @@ was last read from each profile file, and the choices a reader made on the prefe
 
 A run reads subscribers from here a batch at a time, by address, or grouped into delivery slots, so
 a million of them never have to be parsed, or held in memory, at once. The files stay the way
-operators edit subscribers by hand; `digest.subscribers.catalogue` brings their changes in.
+operators edit subscribers by hand; `digest.subscribers.roster` brings their changes in.
 """
 
 from __future__ import annotations

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from digest.errors import UsageError
-from digest.subscribers.catalogue import ERASED
+from digest.subscribers.roster import ERASED
 
 if TYPE_CHECKING:
     from digest.store import Store
-    from digest.subscribers.catalogue import Profiles
+    from digest.subscribers.roster import Profiles
 
 
 class Parts(Protocol):

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from digest.select.analysis import Analysis
     from digest.select.dense import DenseEmbedder
     from digest.store import Store
-    from digest.subscribers.catalogue import Profiles
+    from digest.subscribers.roster import Profiles
     from digest.tokens import LinkMaker, Signer
 
 FREQUENCIES = [("daily", "Every day"), ("weekdays", "Monday to Friday")] + [

@@ -23,8 +23,8 @@ from digest.errors import DigestError
 from digest.models import FIRST_DAY, LAST_DAY
 from digest.status import SUPPRESSED_LIMIT, shown_address, why_suppressed
 from digest.store.console import STATES
-from digest.subscribers.catalogue import import_one
 from digest.subscribers.profiles import validate
+from digest.subscribers.roster import import_one
 from digest.web import console
 from digest.web.common import CSP, FREQUENCIES, current, from_proxy, page
 from digest.web.guard import SAFE_METHODS, same_site

@@ -19,7 +19,7 @@ import pytest
 from digest.app import App
 from digest.config import load_config
 from digest.signup.signups import Signups
-from digest.subscribers.catalogue import import_path
+from digest.subscribers.roster import import_path
 from digest.web.common import FREQUENCIES
 
 from ..conftest import SEEDS, cli_env, sample_site

@@ -19,8 +19,8 @@ from digest.models import Links, Newsletter, Rendered, Subscriber
 from digest.signup.signups import _recipient
 from digest.store import Store
 from digest.subscribers.addresses import address_problem, header_address, is_email
-from digest.subscribers.catalogue import import_path
 from digest.subscribers.profiles import parse_profile
+from digest.subscribers.roster import import_path
 
 from ..signup.test_signups import make_site
 

@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from digest.store import Store
-from digest.subscribers import catalogue, profiles
-from digest.subscribers.catalogue import import_path
+from digest.subscribers import profiles, roster
 from digest.subscribers.profiles import MAX_PROBLEMS, parse_profile
+from digest.subscribers.roster import import_path
 
 from ..conftest import cli_env, sample_site
 
@@ -217,7 +217,7 @@ def test_an_import_refuses_rows_past_a_limit_and_stores_the_rest(tmp_path, store
     found = {(p.line, p.message.split(";")[0].split(":")[0]) for p in report.problems}
     assert (3, "interest 1") in found and (4, "interest 1") in found
     assert (5, "the line is not UTF-8 (invalid start byte at byte 15)") in found
-    assert (6, f"the line is longer than {catalogue.MAX_CSV_LINE:,} bytes") in found
+    assert (6, f"the line is longer than {roster.MAX_CSV_LINE:,} bytes") in found
     assert any(p.line == 7 and "field larger than field limit" in p.message for p in report.problems)
     assert any(p.line == 8 + 51 and "has 60 rows" in p.message for p in report.problems)
     assert all(str(p).startswith(f"{path}:") and "\n" not in str(p) for p in report.problems)
@@ -225,7 +225,7 @@ def test_an_import_refuses_rows_past_a_limit_and_stores_the_rest(tmp_path, store
 
 def test_an_import_stops_at_its_row_limit(tmp_path, store, monkeypatch):
     """Past MAX_CSV_ROWS (ten million; three here) the rest of the file is not read, and the problem says so."""
-    monkeypatch.setattr(catalogue, "MAX_CSV_ROWS", 3)
+    monkeypatch.setattr(roster, "MAX_CSV_ROWS", 3)
     path = tmp_path / "list.csv"
     path.write_text(HEADER + "".join(f"s{n}@example.org,S,,,\n" for n in range(5)))
     report = import_path(store, path)

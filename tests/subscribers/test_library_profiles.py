@@ -32,9 +32,9 @@ from digest.models import Interest, LibraryEntry, Paper
 from digest.select.authors import matched
 from digest.store import Store
 from digest.store.subscribers import profile_json
-from digest.subscribers.catalogue import export_csv, import_path, roster, sync
 from digest.subscribers.libraries import digest_of, read_library
 from digest.subscribers.profiles import FOLLOWED, load_subscribers, parse_profile
+from digest.subscribers.roster import export_csv, import_path, roster, sync
 
 from ..conftest import DAY, FIXTURES, SEEDS, cli_env, prime
 

@@ -18,8 +18,8 @@ from digest.bounces.intake import read_mailbox
 from digest.delivery.message import message_id
 from digest.store import forgotten_key
 from digest.store.tables import metadata
-from digest.subscribers.catalogue import import_path
 from digest.subscribers.privacy import export_data, forget
+from digest.subscribers.roster import import_path
 
 from .. import mailsamples as ms
 from ..conftest import DAY, SEEDS, cli_env, sample_site

@@ -11,8 +11,8 @@ import sqlalchemy as sa
 
 from digest.app import App
 from digest.store.tables import cache
-from digest.subscribers.catalogue import import_path
 from digest.subscribers.privacy import export_data, forget
+from digest.subscribers.roster import import_path
 
 from ..conftest import DAY, SEEDS
 

@@ -29,9 +29,9 @@ from digest import daily
 from digest.app import App
 from digest.models import Interest, Subscriber
 from digest.store.signups import SignupRecord
-from digest.subscribers.catalogue import export_csv
 from digest.subscribers.libraries import MAX_ENTRIES, digest_of, read_library
 from digest.subscribers.profiles import MAX_LIBRARIES
+from digest.subscribers.roster import export_csv
 from digest.web import MAX_BODY_BYTES as FORM_BODY_BYTES
 from digest.web.uploads import MAX_BODY_BYTES, MAX_PASTE_BYTES
 

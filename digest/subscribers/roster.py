@@ -1,4 +1,4 @@
-"""The subscriber catalogue: profile files and imported lists, brought into the store.
+"""The roster: profile files and imported lists brought into the store, and the subscribers a command works with.
 
 `sync` reads only the profile files whose size or time stamp changed since the last run (a hash
 tells a touched file from an edited one), so a run over many files parses almost none of them.

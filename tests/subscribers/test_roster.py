@@ -1,4 +1,4 @@
-"""The subscriber catalogue: profile files synced into the store, CSV imports, export, one source per address."""
+"""The roster: profile files synced into the store, CSV imports, export, one source per address."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 from digest.store import Store
 from digest.store.subscribers import profile_json
-from digest.subscribers.catalogue import export_csv, import_path, roster, sync
+from digest.subscribers.roster import export_csv, import_path, roster, sync
 
 from ..conftest import SEEDS, SUBSCRIBERS, cli_env
 
