@@ -41,6 +41,8 @@ from digest.delivery.mailer import make_transport
 from digest.delivery.message import one_line
 from digest.errors import DigestError
 from digest.models import Composed, Interest, Subscriber
+from digest.select.corpus import background
+from digest.select.explain import chunks
 from digest.store.signups import SignupRecord, expiry
 from digest.store.subscribers import profile_json, subscriber_of
 from digest.subscribers import roster
@@ -77,7 +79,9 @@ class Parts(Protocol):
 log = logging.getLogger("digest")
 
 FORM = "web/subscribe.html.j2"  # the form's wording; its version is a hash of this template (see form_version)
-OWN_INTEREST = "In your words"
+OWN_INTEREST = "In your words"  # the name of an interest whose words give nothing to name it by
+NAME_CHARS = 48  # an interest named from its words: at most this long
+NAME_PHRASES = 2  # ... from this many of its sentence's most distinctive phrases
 LIBRARY_INTEREST = "Your library"  # the interest a library given at signup makes
 MAX_NAME = 100
 MAX_WORDS_TEXT = 500  # characters of free keywords or sentence
@@ -112,7 +116,8 @@ class Form:
     email: str = ""
     name: str = ""
     topics: tuple[str, ...] = ()
-    words: str = ""  # free keywords, or a sentence about their interests
+    words: str = ""  # a sentence about their interests, in their own words
+    keywords: str = ""  # keywords, separated by commas
     timezone: str = "UTC"
     frequency: str = "daily"
     honeypot: str = ""  # a field people never see: only a bot fills it
@@ -124,6 +129,7 @@ class Form:
         many = fields.getlist("topics") if hasattr(fields, "getlist") else fields.get("topics", [])
         return cls(email=str(fields.get("email", "")).strip(), name=str(fields.get("name", "")),
                    topics=tuple(str(t) for t in many), words=str(fields.get("interests", "")),
+                   keywords=str(fields.get("keywords", "")),
                    timezone=str(fields.get("timezone", "")).strip() or "UTC",
                    frequency=str(fields.get("frequency", "daily")), honeypot=str(fields.get("website", "")),
                    library=library)
@@ -154,22 +160,51 @@ class Welcome:
     problems: list[str] = field(default_factory=list)
 
 
-def own_interest(text: str) -> tuple[Interest | None, list[str]]:
-    """The interest a reader wrote in their own words: keywords when separated by commas, semicolons or lines (or
-    a few words), else a sentence used as a description."""
-    text = text.strip()
-    if not text:
-        return None, []
-    if len(text) > MAX_WORDS_TEXT:
-        return None, [f"Your interests are {len(text)} characters long: keep them under {MAX_WORDS_TEXT}."]
-    parts = [" ".join(p.split()) for p in text.replace(";", ",").replace("\n", ",").split(",")]
-    parts = [p for p in parts if p]
-    if len(parts) > 1 or len(text.split()) <= 4:
-        if len(parts) > MAX_KEYWORDS or any(len(p) > MAX_KEYWORD for p in parts):
-            return None, [f"Give at most {MAX_KEYWORDS} keywords of at most {MAX_KEYWORD} characters each."]
-        table: dict[str, Any] = {"name": OWN_INTEREST, "keywords": parts}
+def interest_name(keywords: Sequence[str], description: str, limit: int = NAME_CHARS) -> str:
+    """A name for an interest made from its own words: its first keywords, else phrases of its sentence (the first,
+    then the most distinctive of the rest: the largest summed rarity of its words in the shipped background
+    statistics), in the sentence's order, up to `limit` characters; never a placeholder. "" when the words give
+    nothing to name it by."""
+    if keywords:
+        parts = list(keywords)
     else:
-        table = {"name": OWN_INTEREST, "description": text}
+        found = chunks(description)
+        idf = background().idf()
+        rarity = [sum(float(idf[c]) for c in chunk.cols[:len(chunk.words)])
+                  for chunk in found]
+        # its first phrase (what a reader names first is what the sentence is about), then the rarest of the rest
+        best = [0, *sorted(range(1, len(found)), key=lambda n: (-rarity[n], n))[:NAME_PHRASES - 1]][:len(found)]
+        parts = [description[found[n].spans[0][0]:found[n].spans[-1][1]] for n in sorted(best)]
+    name = ""
+    for part in parts:
+        part = " ".join(part.split())
+        joined = f"{name}, {part}" if name else part
+        if len(joined) > limit:
+            break
+        name = joined
+    if not name and parts:
+        name = " ".join(parts[0].split())[: limit - 1].rstrip() + "…"
+    return name[:1].upper() + name[1:] if name[:2].islower() else name  # (not "vLLM" → "VLLM")
+
+
+def own_interest(text: str, keywords: str = "") -> tuple[Interest | None, list[str]]:
+    """The interest a reader wrote in their own words: the sentence as its description, the keywords field's
+    words (separated by commas, semicolons or lines) as its keywords, named from its words (`interest_name`)."""
+    text, keywords = text.strip(), keywords.strip()
+    if not text and not keywords:
+        return None, []
+    if len(text) > MAX_WORDS_TEXT or len(keywords) > MAX_WORDS_TEXT:
+        return None, [f"Your interests are {max(len(text), len(keywords))} characters long: keep them under "
+                      f"{MAX_WORDS_TEXT}."]
+    parts = [" ".join(p.split()) for p in keywords.replace(";", ",").replace("\n", ",").split(",")]
+    parts = [p for p in parts if p]
+    if len(parts) > MAX_KEYWORDS or any(len(p) > MAX_KEYWORD for p in parts):
+        return None, [f"Give at most {MAX_KEYWORDS} keywords of at most {MAX_KEYWORD} characters each."]
+    table: dict[str, Any] = {"name": interest_name(parts, text) or OWN_INTEREST}
+    if parts:
+        table["keywords"] = parts
+    if text:
+        table["description"] = text
     interest, problems = check_interest(table, 0)
     return interest, [p.removeprefix("interest 1: ") for p in problems]
 
@@ -233,7 +268,7 @@ class Signups:
         topics, unknown = chosen(self.app.config.topics, form.topics)
         if unknown:
             problems.append("Pick topics from the list only.")
-        own, trouble = own_interest(form.words)
+        own, trouble = own_interest(form.words, form.keywords)
         problems += trouble
         if form.timezone not in zones():
             problems.append("Choose a time zone from the list, like Europe/London or America/New_York.")

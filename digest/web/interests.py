@@ -21,6 +21,7 @@ from typing import Any
 from flask import Blueprint, Response, abort, request
 
 from digest.models import MAX_ROW_ID, Interest, Subscriber
+from digest.signup.signups import interest_name
 from digest.subscribers.profiles import MAX_DESCRIPTION, MAX_INTERESTS, MAX_NAME, validate
 from digest.subscribers.topics import chosen
 from digest.web.common import CSP, MANAGERS, current, page, zone_groups
@@ -167,8 +168,10 @@ def _table(interest: Interest) -> dict[str, Any]:
 def _row_table(row: Row, own: list[Interest]) -> dict[str, Any]:
     """A row as a table: the words typed, and what the stored interest it edits carries besides."""
     stored = own[row.of] if row.of is not None else Interest("")
-    table = {**_table(stored), "name": row.name, "description": row.description,
-             "keywords": [" ".join(k.split()) for k in _SEPARATORS.split(row.keywords) if k.strip()]}
+    keywords = [" ".join(k.split()) for k in _SEPARATORS.split(row.keywords) if k.strip()]
+    # a new interest left unnamed is named from its own words, never a placeholder
+    name = row.name if row.name.strip() or row.of is not None else interest_name(keywords, row.description)
+    table = {**_table(stored), "name": name, "description": row.description, "keywords": keywords}
     if stored.library_key and not table["keywords"] and not row.description.strip():
         table["description"] = _BY_LIBRARY
     return table

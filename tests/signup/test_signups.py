@@ -359,3 +359,24 @@ def test_signup_turned_off_is_not_found(tmp_path, monkeypatch):
     for site in make_site(tmp_path, monkeypatch, "[signup]\nenabled = false\n"):
         assert site.client.get("/subscribe").status_code == 404
         assert site.client.post("/confirm/abc").status_code == 404
+
+
+SENTENCE = "efficient inference for large language models, KV cache compression and speculative decoding"
+
+
+def test_a_sentence_is_taken_as_a_sentence_and_named_from_its_words(site):
+    """The form's own words become the interest's description, whole (not keywords cut at its commas), and the
+    interest is named from its words; keywords come only from the keywords field. The welcome page uses the name."""
+    site.signup("sam@example.org", name="Sam", topics=[], interests=SENTENCE, keywords="vLLM, PagedAttention")
+    welcome = site.client.post(site.link("sam@example.org"))
+    assert welcome.status_code == 200
+    [interest] = site.app.profiles.roster().find("sam@example.org").interests
+    assert interest.description == SENTENCE
+    assert interest.keywords == ("vLLM", "PagedAttention")
+    assert interest.name == "vLLM, PagedAttention"  # named by its keywords when it has some, as written
+    site.signup("kim@example.org", name="Kim", topics=[], interests=SENTENCE)
+    welcome = site.client.post(site.link("kim@example.org"))
+    [interest] = site.app.profiles.roster().find("kim@example.org").interests
+    assert (interest.description, interest.keywords) == (SENTENCE, ())
+    assert interest.name == "Efficient inference, KV cache compression"
+    assert "In your words" not in welcome.text and "Efficient inference, KV cache compression" in welcome.text

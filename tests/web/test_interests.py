@@ -417,3 +417,16 @@ def test_under_a_base_path_the_page_and_its_links_are_beside_the_preferences(mak
     finally:
         server.close()
         app.close()
+
+
+def test_a_new_interest_left_unnamed_is_named_from_its_words(site):
+    """Adding an interest with only a sentence gives it a name made of its own words, never a placeholder, and keeps
+    the sentence whole as its description."""
+    sentence = "robots that learn dexterous manipulation from human video"
+    fields = form(site.client.get(url(site)).text)
+    fields.update({"name-2": "", "keywords-2": "", "description-2": sentence})
+    saved = site.client.post(url(site), data=fields)
+    assert saved.status_code == 200 and "Saved." in saved.text
+    added = stored(site).interests[-1]
+    assert (added.description, added.keywords) == (sentence, ())
+    assert added.name.startswith("Robots, ") and "learn dexterous manipulation" in added.name
