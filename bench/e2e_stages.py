@@ -27,7 +27,7 @@ STAGES: tuple[tuple[str, str | None], ...] = (
     ("<frozen importlib", "imports"),
     (":<module>", "imports"),
     ("digest/subscribers/profiles.py", "profiles"),
-    ("digest/subscribers/catalogue.py", "profiles"),
+    ("digest/subscribers/roster.py", "profiles"),
     ("digest/store/roster.py", "profiles"),
     ("digest/app.py:roster", "profiles"),
     ("digest/app.py:signals", "history/signals"),

@@ -104,7 +104,7 @@ def _give_back() -> None:
     """Free what nothing holds any more and give the heap's free pages back to the system (glibc)."""
     import gc
 
-    from digest.delivery.memory import give_back
+    from digest.memory import give_back
 
     gc.collect()
     give_back()

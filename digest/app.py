@@ -27,6 +27,7 @@ from digest.render.renderer import Renderer
 from digest.select import SelectSettings
 from digest.select.analysis import Analysis
 from digest.select.dense import DenseEmbedder
+from digest.select.scores import ALLOCATIONS
 from digest.sources.ingest import Ingest
 from digest.store import Store
 from digest.subscribers.roster import Profiles
@@ -47,7 +48,8 @@ class App:
         self.newsletter = config.newsletter_info
         self.signer = Signer(os.environ.get(config.newsletter.secret_env) or self.store.secret())
         self.links = LinkMaker(self.signer, self.newsletter.base_url, self.newsletter.unsubscribe_mailto)
-        settings = SelectSettings(**{k: float(getattr(config.select, k)) for k in SELECT_KEYS})
+        settings = SelectSettings(**{k: float(getattr(config.select, k)) for k in SELECT_KEYS if k != "allocation"},
+                                  allocation=ALLOCATIONS[config.select.allocation])
         # the text model is loaded when first used
         self.dense = DenseEmbedder(self.store, progress=True) if settings.text_model else None
         self.analysis = Analysis(self.store, self.dense)

@@ -622,7 +622,7 @@ def _ranked_json(r: Ranked) -> dict[str, Any]:
     return {"rank": r.rank, "id": paper.arxiv_id or (f"#{paper.store_id}" if paper.store_id else paper.key),
             "store_id": paper.store_id, "title": paper.title, "url": paper_url(paper), "score": r.score,
             "relevance": r.relevance, "passes_floor": r.passes_floor, "section": r.section,
-            "reasons": list(r.reasons), "parts": r.parts}
+            "reasons": list(r.reasons), "parts": r.parts, "place": r.place, "share": r.share}
 
 
 def _ranked_text(r: Ranked) -> str:
@@ -676,11 +676,37 @@ def _rank_header(email: str, day: date, ranked: Sequence[Ranked], settings: Any,
     if not passing:
         lines.append("none passes the floor: this digest would be empty (delivery.quiet_days decides whether it is "
                      "skipped or replaced by the trending papers)")
+    lines += _allocation_lines(ranked)
     scores = [r.score for r in ranked]
     if any(later > earlier for earlier, later in zip(scores, scores[1:], strict=False)):
         lines.append(f"order: the digest's, re-ranked for diversity (select.diversity {settings.diversity:g}): a "
                      "paper close to one above it moves down, so the scores do not fall steadily")
     return lines
+
+
+def _allocation_lines(ranked: Sequence[Ranked]) -> list[str]:
+    """How the reader's interests shared the places (select.allocation), when they did."""
+    shared = [r for r in ranked if r.place]
+    if not shared:
+        return []
+    given: dict[str, int] = {}
+    taken: dict[str, int] = {}
+    rest: dict[str, int] = {}
+    for r in shared:
+        if r.place == "share":
+            given[r.section] = r.share
+            taken[r.section] = taken.get(r.section, 0) + 1
+        else:
+            rest[r.section] = rest.get(r.section, 0) + 1
+    parts = []
+    for name in dict.fromkeys([*given, *rest]):
+        part = f"{name} {taken.get(name, 0)}"
+        if name in given and taken.get(name, 0) < given[name]:
+            part += f" of {given[name]} given"
+        if rest.get(name):
+            part += f" + {rest[name]} left by the others"
+        parts.append(part)
+    return ["places shared by interest (select.allocation): " + "; ".join(parts)]
 
 
 def cmd_feedback(config: Config, args: argparse.Namespace) -> int:

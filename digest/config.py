@@ -211,6 +211,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("select", "text_model", bool, True,
             "Rank with the built-in text model (all-MiniLM-L6-v2, run by ONNX Runtime, shipped in the package) fused "
             "with the words; `false` ranks on words alone (BM25F) and ignores libraries."),
+    Setting("select", "allocation", str, "shares",
+            "How a reader's several interests share a digest: `shares` (each interest with papers above the floor "
+            "gets places in proportion to its weight, the rest go to the best of the others), `xquad` (a "
+            "diversification that rewards covering interests), `off` (one order over all interests, the loudest "
+            "taking most places).", choices=("shares", "xquad", "off")),
     Setting("select", "stored_matches", str, "auto",
             "Keep each interest's matches in the store (the cache table, about 3 kB an interest, rewritten each day) "
             "so that a send scores each interest once and only the papers new since, with the same digests: "

@@ -181,10 +181,12 @@ AGAIN_SECTION = "Trending again"  # papers published long before the digest date
 
 @dataclass(frozen=True)
 class Section:
-    """A group of picked papers under one of the subscriber's interests (or 'Trending')."""
+    """A group of picked papers under one of the subscriber's interests (or 'Trending'), and what the digest says
+    of its share of the places when the reader's interests shared them ("" otherwise)."""
 
     name: str
     items: tuple[Item, ...]
+    note: str = ""
 
 
 @dataclass(frozen=True)

@@ -203,7 +203,20 @@ def intro(digest: Digest) -> str:
     after = f", and {counted(again, 'older paper')} trending again" if again else ""
     if digest.trending:
         return f"Today's {counted(digest.count - again, 'trending paper')}{after}."
-    return f"{counted(digest.count - again, 'new paper')} on {topics(digest, 5)}{after}."
+    return f"{counted(digest.count - again, 'new paper')} on {topics(digest, 5)}{after}.{quiet_interests(digest)}"
+
+
+def quiet_interests(digest: Digest, limit: int = 3) -> str:
+    """" Nothing new for X and Y today." when some of a reader's several interests have no section; "" otherwise."""
+    shown = {section.name for section in digest.sections}
+    names = [one_line(i.name, 60) for i in digest.subscriber.interests if i.name not in shown]
+    if len(digest.subscriber.interests) < 2 or not names:
+        return ""
+    if len(names) > limit:
+        listed = f"{', '.join(names[:limit])} and {len(names) - limit} more"
+    else:
+        listed = " and ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else names[0]
+    return f" Nothing new for {listed} today."
 
 
 @lru_cache(maxsize=_CACHE)

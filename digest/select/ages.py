@@ -66,7 +66,7 @@ class Ages:
         old = [i for i in items if is_old(i.paper, digest.date, self.max_age_days)]
         recent_n, old_n = age_quota(subscriber.max_papers, self.again, len(recent), len(old))
         kept = {id(i) for i in sorted(recent, key=lambda i: -i.score)[:recent_n]}
-        sections = [Section(s.name, tuple(i for i in s.items if id(i) in kept)) for s in digest.sections]
+        sections = [Section(s.name, tuple(i for i in s.items if id(i) in kept), s.note) for s in digest.sections]
         sections = [s for s in sections if s.items]
         if old_n:  # alone, when nothing recent matched: old papers on the topics beat no digest
             sections.append(Section(AGAIN_SECTION, tuple(sorted(old, key=lambda i: -i.score)[:old_n])))

@@ -50,6 +50,7 @@ from digest.select.profile import (
 from digest.select.rank import blocked_indices, boost, candidate_window, old_papers
 from digest.select.scores import (
     NO_MATCH,
+    ONE_ORDER,
     DenseParts,
     Directions,
     Scored,
@@ -627,9 +628,49 @@ def _candidate_chunk(run: _Run, start: int, end: int, k: int, signals: Mapping[s
             sure[n, run.blocked[r]] = -np.inf
             near[n, run.blocked[r]] = -np.inf
     kept = _top_split(sure, near, k, run.old, run.settings)
+    shared = _interest_tops(run, logit, first, counts, rows, models, k)
+    if shared is not None:
+        kept |= shared
     which = _sections(kept, raw, logit, run.plan.refs[lo:hi], first, counts)
     _scored(run, lo, rows, first, counts, kept, _Kept(raw, logit, parts, vectors, lexical, best, which, learned),
             dict(zip(with_model, share.tolist(), strict=True)), signals, out)
+
+
+def _interest_tops(run: _Run, logit: np.ndarray, first: np.ndarray, counts: np.ndarray, rows: np.ndarray,
+                   models: _Models | None, k: int) -> np.ndarray | None:
+    """For the readers with several interests (whose places are shared among them, `shares`), the papers each of
+    their interests may take: its own best k recent eligible papers by its own log-odds (the learned model blended
+    in) and boost, and those within TIE_MARGIN of the k-th or the floor (subscribers × papers; None when no reader
+    of the chunk has two interests, or places are not shared)."""
+    if run.settings.allocation == ONE_ORDER:
+        return None
+    several = np.flatnonzero(counts >= 2)
+    if not len(several):
+        return None
+    starts, sizes = first[several], counts[several]
+    at = np.repeat(starts - np.cumsum(sizes) + sizes, sizes) + np.arange(int(sizes.sum()))  # their interest rows
+    own = logit[at]  # (a copy)
+    if models is not None:
+        position = {n: m for m, n in enumerate(models.rows)}
+        owner = np.repeat(several, sizes).tolist()
+        for row, n in enumerate(owner):
+            m = position.get(n)
+            if m is not None:
+                own[row] = blend(own[row], models.logits[m], models.share[m], extra=models.rocchio[m])
+    own[logit[at] <= NO_MATCH] = -np.inf  # what the learned model alone found is no interest's
+    if run.old is not None:
+        own[:, run.old] = -np.inf  # old papers have their own places ("Trending again")
+    for reader, size, start in zip(several.tolist(), sizes.tolist(), (np.cumsum(sizes) - sizes).tolist(), strict=True):
+        blocked = run.blocked[rows[reader]]
+        if len(blocked):
+            own[start:start + size, blocked] = -np.inf
+    floor = _floor(run.settings)
+    key = own + run.log_boost[None, :]
+    sure = np.where(own >= floor + TIE_MARGIN, key, -np.inf)
+    kept = _top_near(sure, np.where(own >= floor - TIE_MARGIN, key, -np.inf), k)
+    out = np.zeros((len(rows), logit.shape[1]), dtype=bool)
+    out[several] = np.logical_or.reduceat(kept, np.cumsum(sizes) - sizes, axis=0)
+    return out
 
 
 def _sections(kept: np.ndarray, raw: np.ndarray, logit: np.ndarray, refs: np.ndarray, first: np.ndarray,

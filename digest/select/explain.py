@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -37,12 +37,16 @@ from digest.select.pool import Index, Pool
 from digest.select.profile import Part, papers_unit
 from digest.select.scores import SECTION_SURE, Scored
 from digest.select.text import STOP_WORDS, bigrams, columns, tokens
+from digest.select.vectors import centred
 
 MENTION_SHARE = 0.15  # a seed paper is named when it gives this share of the raw score (words alone)
 LIFT = 0.5  # a liked paper is named when the learned model lifts the log-odds by this much
 NEIGHBOUR_Z = 1.5  # a library paper is named when the paper is this unusually close to the library
 QUERY_Z = 3.0  # "close in meaning" when no words matched and the paper is this unusually close to the words
 TITLE_CHARS = 60
+NEAREST = 3  # a library or liked paper is named only when it is among the pick's NEAREST of them
+MAX_NAMED = 3  # ... and has been named by fewer picks of the digest than this (else the next nearest, or none)
+SHARED_WORDS = 2  # what a pick and the paper it is "like" share, named in the reason
 STRONG_MATCH = 1 / (1 + math.exp(-SECTION_SURE))  # 0.881
 GOOD_MATCH = 0.7
 COMMON_SHARE = 1 / 15  # a word (or word pair) in more papers than this names no topic on its own
@@ -127,18 +131,51 @@ def _word_set(text: str) -> frozenset[str]:
     return frozenset(tokens(text))
 
 
+def shared_words(paper: Paper, title: str, index: Index, limit: int = SHARED_WORDS) -> list[str]:
+    """What a pick shares with a paper it is "like" (`title`: that paper's): the phrases of that title (two words,
+    else one) that the pick's title or abstract also has and that name a topic (in at most one paper in fifteen of
+    the store), in the title's order, at most `limit`, as that title writes them; [] when they share none."""
+    ours = _word_set(f"{paper.title}. {paper.abstract}")
+    words = [(w, tokens(w)) for w in (p.group() for p in _PIECE.finditer(title)) if w[0].isalnum()]
+    rare = math.log(1 / COMMON_SHARE)
+    idf = index.corpus.idf()
+
+    def named(toks: list[str]) -> bool:
+        return bool(toks) and toks[0] in ours and toks[0] not in STOP_WORDS
+
+    found: list[str] = []
+    k = 0
+    while k < len(words) and len(found) < limit:
+        (word, toks), nxt = words[k], words[k + 1] if k + 1 < len(words) else None
+        if nxt is not None and named(toks) and named(nxt[1]) and max(idf[columns([toks[0], nxt[1][0]])]) >= rare:
+            found.append(f"{word} {nxt[0]}")
+            k += 2
+            continue
+        if named(toks) and len(word) > 2 and idf[columns([toks[0]])][0] >= rare:
+            found.append(word)
+        k += 1
+    return list(dict.fromkeys(found))
+
+
 class Explainer:
     """Score parts and reasons for the picks of one subscriber's ranking (positions in their `Scored`)."""
 
-    def __init__(self, pool: Pool, index: Index, scores: Scored, picks: Sequence[int]) -> None:
+    def __init__(self, pool: Pool, index: Index, scores: Scored, picks: Sequence[int],
+                 filed: Mapping[int, int] | None = None) -> None:
+        """`filed`: the interest a pick was filed under when the reader's interests shared the places (a pick not
+        in it is explained by its best interest)."""
         self.pool, self.index, self.scores = pool, index, scores
         self.picks = np.asarray(picks, dtype=np.int64)
         self.column = {int(j): n for n, j in enumerate(picks)}
         # (per pick, as Python numbers: a digest reads them a few times each)
         self._at: list[int] = scores.papers[self.picks].tolist()
         self._best: list[int] = scores.best[self.picks].tolist()
+        if filed:
+            self._best = [filed.get(int(j), n) for j, n in zip(picks, self._best, strict=True)]
         self._keywords: dict[int, tuple[list[str], list[list[float]]]] = {}
         self._followed = [name for other in scores.interests for name in other.interest.authors]  # (the reader's)
+        self._named: dict[str, int] = {}  # how many picks of the digest named each library or liked paper so far
+        self._liked_of: list[int] | None = None  # each liked paper's interest (worked out on first use)
 
     def _strongest(self, n: int, j: int) -> list[str]:
         """Interest n's keywords that pick j matches, strongest first (ties in the interest's order)."""
@@ -170,7 +207,7 @@ class Explainer:
         units) and the interest's unit, the text model's z-scores (query, model, neighbours), the relevance before
         feedback, and the learned model's probability and share."""
         s = self.scores
-        n = int(s.best[j])
+        n = self._best[self.column[j]] if j in self.column else int(s.best[j])
         out = dict.fromkeys(("keywords", "description"), 0.0)
         for part in s.interests[n].parts:
             if part.kind in ("keyword", "description"):
@@ -211,19 +248,56 @@ class Explainer:
             library = vectors.library is not None and bool(vectors.library_titles)
             unsaid = not words and ci.interest.has_text
             row = s.text_row(n) if library or unsaid else None  # (worked out only where it may count)
+            named = None
             if row is not None and library and row.neighbours[j] >= NEIGHBOUR_Z:
-                closest = self.pool.dense_unit(np.array([i]))[0] @ vectors.library.neighbours.T  # type: ignore[union-attr]
-                reasons.append(f"like “{_short(vectors.library_titles[int(np.argmax(closest))])}” in your library")
-            elif row is not None and unsaid and row.query[j] >= QUERY_Z:
+                closeness = self.pool.dense_unit(np.array([i]))[0] @ vectors.library.neighbours.T  # type: ignore[union-attr]
+                order = np.argsort(-closeness, kind="stable")
+                named = self._neighbour(paper, [vectors.library_titles[k] for k in order])
+                if named is not None:
+                    reasons.append(f"like “{_short(named[0])}” in your library ({named[1]})")
+            if named is None and row is not None and unsaid and row.query[j] >= QUERY_Z:
                 reasons.append("close in meaning to your words")
         if ci.seed_papers and not s.has_text_parts:
             raw = max(float(s.raw(n)[j]), 1e-9)
             for part in ci.parts:
                 if part.kind == "seeds" and self._part(part, j) >= MENTION_SHARE * raw:
-                    reasons.append(f"like “{_short(self._closest('seed:', ci.seed_papers, i).title)}” in your library")
+                    named = self._neighbour(paper, [p.title for p in self._nearest('seed:', ci.seed_papers, i)])
+                    if named is not None:
+                        reasons.append(f"like “{_short(named[0])}” in your library ({named[1]})")
         if s.liked and s.model_logit is not None and s.relevance_lift(j) >= LIFT:
-            reasons.append(f"like “{_short(self._closest('liked1:', s.liked, i).title)}”, which you marked more")
+            ours = set(self._liked_interest(n))
+            nearest = [p for p in self._nearest('liked1:', s.liked, i)[:NEAREST] if p.key in ours]
+            named = self._neighbour(paper, [p.title for p in nearest])
+            if named is not None:
+                reasons.append(f"like “{_short(named[0])}”, which you marked more ({named[1]})")
         return tuple(reasons)
+
+    def _neighbour(self, paper: Paper, titles: Sequence[str]) -> tuple[str, str] | None:
+        """Of a pick's nearest library or liked papers (nearest first), the first among the NEAREST that fewer than
+        MAX_NAMED picks of the digest named: (its title, what the two share: "both on …", or "close in meaning"
+        when no word names it); None when all of them were named enough (the reason is left out)."""
+        for title in titles[:NEAREST]:
+            if self._named.get(title, 0) >= MAX_NAMED:
+                continue
+            self._named[title] = self._named.get(title, 0) + 1
+            words = shared_words(paper, title, self.index)
+            return title, "both on " + " and ".join(words) if words else "close in meaning"
+        return None
+
+    def _liked_interest(self, n: int) -> list[str]:
+        """The keys of the liked papers that belong to interest n: the interest whose words (or library) each is
+        closest to in the text model's space (all of them without the text model, or for a reader of one
+        interest)."""
+        s = self.scores
+        if len(s.interests) < 2 or not s.vectors or self.pool.dense is None:
+            return [p.key for p in s.liked]
+        if self._liked_of is None:
+            units = centred(self.pool.dense.papers(list(s.liked)))  # type: ignore[attr-defined]
+            profiles = [v.text if v.text is not None else v.library for v in s.vectors]
+            closeness = np.stack([units @ (pr.query if pr.kind == "text" else pr.centre) if pr is not None
+                                  else np.full(len(units), -np.inf) for pr in profiles])
+            self._liked_of = closeness.argmax(axis=0).tolist()
+        return [p.key for p, m in zip(s.liked, self._liked_of, strict=True) if m == n]
 
     def _phrases(self, sentence: str, i: int) -> list[str]:
         """The phrases of a reader's sentence that paper i has (see the module doc), as the reader wrote them."""
@@ -271,9 +345,13 @@ class Explainer:
             found = self.index.memo[key] = not len(cols) or bool(self.pool.has_terms(i, cols).all())
         return found  # type: ignore[no-any-return]
 
-    def _closest(self, prefix: str, papers: Sequence[Paper], i: int) -> Paper:
-        """Of several papers, the one whose own vector scores paper i highest."""
+    def _nearest(self, prefix: str, papers: Sequence[Paper], i: int) -> list[Paper]:
+        """Several papers, nearest to paper i first: by the text model where the pool has it, else by how high each
+        one's own words score paper i (ties in their order)."""
         if len(papers) == 1:
-            return papers[0]
+            return list(papers)
+        if self.pool.dense is not None:
+            closeness = centred(self.pool.dense.papers(list(papers))) @ self.pool.dense_unit(np.array([i]))[0]  # type: ignore[attr-defined]
+            return [papers[k] for k in np.argsort(-closeness, kind="stable")]
         values = [float(self.index.scores(papers_unit(prefix, [p], self.index))[i]) for p in papers]
-        return papers[int(np.argmax(values))]
+        return [papers[k] for k in np.argsort(-np.array(values), kind="stable")]

@@ -52,6 +52,7 @@ from digest.select.scores import (
     CALIBRATION_B,
     LIKED_SECTION,
     NO_MATCH,
+    ONE_ORDER,
     Scored,
     Scores,
     SelectSettings,
@@ -61,6 +62,7 @@ from digest.select.scores import (
     feedback_model,
     sigmoid,
 )
+from digest.select.shares import Allocation, allocate
 
 __all__ = ["CALIBRATION_A", "CALIBRATION_B", "LIKED_SECTION",
            "MMR_WINDOW", "NEAR_DUPLICATE", "NO_MATCH", "TRENDING_SECTION", "Ranked", "Scored",
@@ -84,6 +86,8 @@ class Ranked:
     section: str
     reasons: tuple[str, ...]
     parts: dict[str, float] = field(default_factory=dict)
+    place: str = ""  # when the reader's interests shared the places (`shares`): "share" (its interest's), "rest"
+    share: int = 0  # ... and how many places its interest was given
 
 
 def boost(pool: Pool, day: date, settings: SelectSettings) -> np.ndarray:
@@ -175,15 +179,36 @@ def rank(pool: Pool, subscriber: Subscriber, *, day: date, settings: SelectSetti
     if not subscriber.interests:
         return _trending(pool, subscriber, day, settings, blocked, limit)
     scores = Scores(pool, subscriber, settings, signals)
-    chosen, final, passes = choose(pool, scores, subscriber, day=day, settings=settings, blocked=blocked, limit=limit)
+    picks = choose_filed(pool, scores, subscriber, day=day, settings=settings, blocked=blocked, limit=limit)
+    chosen, final, passes = picks.chosen, picks.final, picks.passes
     trend, recency, boost = _boost(pool, day, settings)
-    explain = Explainer(pool, pool.index(settings.title_weight), scores, chosen)
+    explain = Explainer(pool, pool.index(settings.title_weight), scores, chosen, filed=picks.filed)
     values = zip(chosen, scores.papers[chosen].tolist(), final[chosen].round(6).tolist(),
-                 scores.relevance[chosen].round(6).tolist(), passes[chosen].tolist(), strict=True)
-    return [Ranked(pool.papers[i], n + 1, score, relevance, ok, scores.section(j), explain.reasons(j),
+                 scores.relevance[chosen].round(6).tolist(), passes[chosen].tolist(), section_names(scores, picks),
+                 strict=True)
+    return [Ranked(pool.papers[i], n + 1, score, relevance, ok, name, explain.reasons(j),
                    explain.parts(j) | {"trend": round(float(trend[i]), 4), "recency": round(float(recency[i]), 4),
-                                       "boost": round(float(boost[i]), 4)} if parts else {})
-            for n, (j, i, score, relevance, ok) in enumerate(values)]
+                                       "boost": round(float(boost[i]), 4)} if parts else {},
+                   *_place(picks, j))
+            for n, (j, i, score, relevance, ok, name) in enumerate(values)]
+
+
+def _place(picks: Picks, j: int) -> tuple[str, int]:
+    """Whose place pick j took when the reader's interests shared them: ("share", the places its interest was
+    given) or ("rest", 0); ("", 0) otherwise (one order, or an old paper under "Trending again")."""
+    if picks.allocation is None:
+        return "", 0
+    if j in picks.filed:
+        return "share", picks.allocation.shares.get(picks.filed[j], 0)
+    return ("rest", 0) if j in picks.allocation.rest else ("", 0)
+
+
+def section_names(scores: Scored, picks: Picks) -> list[str]:
+    """The section of each pick: the interest it was filed under when places were shared, else its best
+    interest's (or the liked papers')."""
+    names = scores.section_names(picks.chosen)
+    return [scores.interests[picks.filed[j]].interest.name if j in picks.filed else name
+            for j, name in zip(picks.chosen, names, strict=True)]
 
 
 def sections(pool: Pool, scores: Scored, subscriber: Subscriber, *, day: date, settings: SelectSettings,
@@ -193,13 +218,38 @@ def sections(pool: Pool, scores: Scored, subscriber: Subscriber, *, day: date, s
     `scores` covers every paper (`select_digest`) or a batch ranking's candidates (`select_many`);
     `blocked`: the pool's papers never to pick (a batch ranking has left them out already).
     """
-    chosen, final, _ = choose(pool, scores, subscriber, day=day, settings=settings, blocked=blocked)
-    explain = Explainer(pool, pool.index(settings.title_weight), scores, chosen)
+    picks = choose_filed(pool, scores, subscriber, day=day, settings=settings, blocked=blocked)
+    chosen, final = picks.chosen, picks.final
+    explain = Explainer(pool, pool.index(settings.title_weight), scores, chosen, filed=picks.filed)
     grouped: dict[str, list[Item]] = {}
     for j, i, score, name in zip(chosen, scores.papers[chosen].tolist(), final[chosen].round(6).tolist(),
-                                 scores.section_names(chosen), strict=True):
+                                 section_names(scores, picks), strict=True):
         grouped.setdefault(name, []).append(Item(pool.papers[i], score, explain.reasons(j), explain.strength(j)))
-    return tuple(Section(name, tuple(items)) for name, items in grouped.items())
+    notes = share_notes(scores, picks)
+    return tuple(Section(name, tuple(items), notes.get(name, "")) for name, items in grouped.items())
+
+
+def share_notes(scores: Scored, picks: Picks) -> dict[str, str]:
+    """What each section says of its share when the places were shared: an interest that filled fewer than it was
+    given, and one that also took places its neighbours left (by section name)."""
+    if picks.allocation is None:
+        return {}
+    given, taken = picks.allocation.shares, picks.allocation.taken
+    names = dict(zip(picks.chosen, section_names(scores, picks), strict=True))
+    extra: dict[str, int] = {}
+    for j in picks.allocation.rest:
+        extra[names[j]] = extra.get(names[j], 0) + 1
+    notes = {}
+    for n, share in given.items():
+        name = scores.interests[n].interest.name
+        got = taken.get(n, 0)
+        if share and got < share:
+            notes[name] = (f"{got} of the {share} places it was given: no more good matches today, so your other "
+                           "interests took the rest")
+        elif extra.get(name):
+            notes[name] = (f"{share} {'place' if share == 1 else 'places'} of its own and {extra[name]} your other "
+                           "interests could not fill")
+    return notes
 
 
 def candidate_window(wanted: int) -> int:
@@ -245,7 +295,28 @@ def choose(pool: Pool, scores: Scored, subscriber: Subscriber, *, day: date, set
            blocked: np.ndarray | None = None, limit: int | None = None) -> tuple[list[int], np.ndarray, np.ndarray]:
     """The picks (positions in `scores`, best first), and every covered paper's boosted score and floor verdict:
     the eligible papers best first, re-ranked for diversity; with `limit`, the top N regardless of the floor.
-    With an age split (`old_papers`), max_papers in all, at most trending_again of them old (`age_quota`)."""
+    With an age split (`old_papers`), max_papers in all, at most trending_again of them old (`age_quota`); with
+    several interests, the recent places shared among them (`shares`)."""
+    picks = choose_filed(pool, scores, subscriber, day=day, settings=settings, blocked=blocked, limit=limit)
+    return picks.chosen, picks.final, picks.passes
+
+
+@dataclass(frozen=True)
+class Picks:
+    """A digest's picks (positions in its `Scored`), every covered paper's boosted score and floor verdict, the
+    interest each shared place was filed under (pick -> interest row; the others go to their best interest's
+    section), and how the places were shared (None: one order)."""
+
+    chosen: list[int]
+    final: np.ndarray
+    passes: np.ndarray
+    filed: dict[int, int] = field(default_factory=dict)
+    allocation: Allocation | None = None
+
+
+def choose_filed(pool: Pool, scores: Scored, subscriber: Subscriber, *, day: date, settings: SelectSettings,
+                 blocked: np.ndarray | None = None, limit: int | None = None) -> Picks:
+    """`choose`, with the interest each pick was filed under when several interests share the places."""
     boost = _boost(pool, day, settings)[2]
     final = boosted(scores.relevance, boost[scores.papers])
     passes = scores.relevance >= settings.min_relevance
@@ -258,14 +329,46 @@ def choose(pool: Pool, scores: Scored, subscriber: Subscriber, *, day: date, set
     wanted = subscriber.max_papers if limit is None else limit
     positive = int(np.count_nonzero(ranked > 0))  # (a prefix of the order)
     old = old_papers(pool, day, settings) if limit is None else None
+    index = pool.index(settings.title_weight)
     if old is not None:
-        return _quota_picks(pool, scores, order[:positive], ranked[:positive], old[scores.papers[order[:positive]]],
-                            wanted, int(settings.trending_again), settings), final, passes
-    picks = diversify(pool.index(settings.title_weight), scores.papers[order[:positive]], ranked[:positive], wanted,
-                      settings.diversity, drop_duplicates=limit is None)
-    head = order[:positive].tolist()
-    chosen = [head[n] for n in picks] + order[positive:positive + wanted - len(picks)].tolist()
-    return chosen, final, passes
+        chosen = _quota_picks(pool, scores, order[:positive], ranked[:positive], old[scores.papers[order[:positive]]],
+                              wanted, int(settings.trending_again), settings)
+    else:
+        picks = diversify(index, scores.papers[order[:positive]], ranked[:positive], wanted, settings.diversity,
+                          drop_duplicates=limit is None)
+        head = order[:positive].tolist()
+        chosen = [head[n] for n in picks] + order[positive:positive + wanted - len(picks)].tolist()
+    if limit is not None or settings.allocation == ONE_ORDER or len(scores.interests) < 2:
+        return Picks(chosen, final, passes)
+    return _shared_places(pool, scores, chosen, final, passes, eligible, boost, old, order[:positive],
+                          ranked[:positive], wanted, settings)
+
+
+def _shared_places(pool: Pool, scores: Scored, chosen: list[int], final: np.ndarray, passes: np.ndarray,
+                   eligible: np.ndarray, boost: np.ndarray, old: np.ndarray | None, order: np.ndarray,
+                   ranked: np.ndarray, wanted: int, settings: SelectSettings) -> Picks:
+    """The recent places of `chosen` (the one order's picks) shared among the reader's interests (`shares`); its
+    old papers ("Trending again") stay as the age split chose them."""
+    index = pool.index(settings.title_weight)
+    is_old = old[scores.papers] if old is not None else np.zeros(len(final), dtype=bool)
+    old_picks = [j for j in chosen if is_old[j]]
+    places = len(chosen) - len(old_picks)
+    recent = set(order[~is_old[order]].tolist())
+    # the best of the rest: the one order's recent picks, then its other recent candidates in score order
+    first = [j for j in chosen if j in recent]
+    taken = set(first)
+    rest = first + [j for j in order.tolist() if j in recent and j not in taken][:wanted]
+
+    def spread(papers: np.ndarray, values: np.ndarray, count: int) -> list[int]:
+        return diversify(index, papers, values, count, settings.diversity, drop_duplicates=True)
+
+    found = allocate(scores, eligible & ~is_old, boost[scores.papers], final, settings, places,
+                     candidate_window(wanted), rest, [c.interest.weight for c in scores.interests], spread)
+    if found is None:
+        return Picks(chosen, final, passes)
+    picks, filed, allocation = found
+    picks = sorted(picks, key=lambda j: (-float(final[j]), j))  # the digest's order: best first
+    return Picks(picks + old_picks, final, passes, filed, allocation)
 
 
 def _quota_picks(pool: Pool, scores: Scored, order: np.ndarray, ranked: np.ndarray, old: np.ndarray, recent_wanted: int,

@@ -65,6 +65,14 @@ class SelectSettings:
     # "old", and a digest takes at most trending_again old papers besides its max_papers recent ones (0: no split).
     max_age_days: float = 0.0
     trending_again: float = 0.0
+    # How a reader's several interests share a digest's places (`rank.choose`): SHARES (each interest with papers above
+    # the floor a share, by weight), XQUAD (a diversification that rewards covering interests), or ONE_ORDER (every
+    # paper in one order, whatever its interest).
+    allocation: float = 1.0
+
+
+ONE_ORDER, SHARES, XQUAD = 0.0, 1.0, 2.0
+ALLOCATIONS = {"off": ONE_ORDER, "shares": SHARES, "xquad": XQUAD}  # `select.allocation`
 
 
 def calibration(dense: bool = False) -> tuple[float, float]:

@@ -46,6 +46,7 @@ from digest.select.scores import (
     AUTHOR_LOGIT,
     LEXICAL_FLOOR,
     NO_MATCH,
+    ONE_ORDER,
     Scored,
     SelectSettings,
     calibrate,
@@ -131,9 +132,34 @@ def _chunk(run: _Run, start: int, end: int, k: int, ids: np.ndarray, signals: Ma
         old_k = min(candidate_window(int(run.settings.trending_again)), len(run.pool))
         kept = (_top_near(np.where(old, -np.inf, sure), np.where(old, -np.inf, near), k)
                 | _top_near(np.where(old, sure, -np.inf), np.where(old, near, -np.inf), old_k))
+    if run.settings.allocation != ONE_ORDER and bool(np.any(counts >= 2)):
+        kept |= _interest_tops(run, logit, columns, by_interest, first, counts, rows, k)
     none = (np.zeros((0, columns.shape[1])), np.zeros((0, columns.shape[1])))
     _scored(run, lo, rows, first, counts, kept, _Kept(raw, logit, None, vectors or [], best.copy(), best, which, none),
             {}, signals, out, columns=columns)
+
+
+def _interest_tops(run: _Run, logit: np.ndarray, columns: np.ndarray, by_interest: np.ndarray, first: np.ndarray,
+                   counts: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
+    """`batch._interest_tops` on each subscriber's own columns: for readers with several interests, each interest's
+    best k recent eligible papers by its own log-odds and boost, and those within TIE_MARGIN (subscribers ×
+    columns)."""
+    own = logit.copy()
+    own[logit <= NO_MATCH] = -np.inf
+    cols = columns[by_interest]
+    if run.old is not None:
+        own[run.old[cols]] = -np.inf
+    for n, r in enumerate(rows.tolist()):
+        if len(run.blocked[r]) and counts[n] >= 2:
+            own[first[n]:first[n] + counts[n]][:, np.isin(columns[n], run.blocked[r])] = -np.inf
+    floor = _floor(run.settings)
+    key = own + run.log_boost[cols]
+    kept = _top_near(np.where(own >= floor + TIE_MARGIN, key, -np.inf), np.where(own >= floor - TIE_MARGIN, key,
+                                                                                   -np.inf), k)
+    out = np.zeros(columns.shape, dtype=bool)
+    several = np.flatnonzero(counts >= 2)
+    out[several] = np.logical_or.reduceat(kept, first, axis=0)[several]
+    return out
 
 
 def _stored(run: _Run, lo: int, hi: int, vectors: list[InterestVectors] | None, ids: np.ndarray,
@@ -231,6 +257,7 @@ def _shortlists(run: _Run, stored: list[tuple[np.ndarray, np.ndarray]], first: n
     owner = np.repeat(np.repeat(np.arange(len(rows)), counts), lengths)
     papers = np.concatenate([p for p, _ in lists]) if lists else np.zeros(0, dtype=np.int64)
     logits = np.concatenate([v for _, v in lists]) if lists else np.zeros(0)
+    also = _interest_shortlists(run, owner, papers, logits, lengths, counts, rows, k) * size + papers
     order = np.lexsort((-logits, papers, owner))  # the best interest's per (subscriber, paper) first
     owner, papers, logits = owner[order], papers[order], logits[order]
     pair = owner * size + papers
@@ -248,6 +275,8 @@ def _shortlists(run: _Run, stored: list[tuple[np.ndarray, np.ndarray]], first: n
         old = run.old[papers]
         chosen = (_near_best(owner, np.where(old, -np.inf, key), logits, floor, k, len(rows))
                   | _near_best(owner, np.where(old, key, -np.inf), logits, floor, old_k, len(rows)))
+    if len(also):
+        chosen |= np.isin(owner * size + papers, also)  # what an interest of a reader with several may take
     owner, papers = owner[chosen], papers[chosen]  # (sorted by subscriber, then paper)
     sizes = np.bincount(owner, minlength=len(rows))
     width = int(sizes.max(initial=0)) or 1
@@ -257,6 +286,27 @@ def _shortlists(run: _Run, stored: list[tuple[np.ndarray, np.ndarray]], first: n
     columns[owner, place] = papers
     valid[owner, place] = True
     return columns, valid
+
+
+def _interest_shortlists(run: _Run, owner: np.ndarray, papers: np.ndarray, logits: np.ndarray, lengths: np.ndarray,
+                         counts: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
+    """Of the stored entries (`owner`: each one's subscriber), the subscriber of those an interest of a reader with
+    several interests may take (`shares`): near its own k-th best recent key, as `_near_best` keeps a reader's;
+    -1 for the others (so that `owner * size + papers` names no pair)."""
+    out = np.full(len(owner), -1, dtype=np.int64)
+    if run.settings.allocation == ONE_ORDER or not bool(np.any(counts >= 2)) or not len(owner):
+        return out
+    interest = np.repeat(np.arange(len(lengths)), lengths)
+    key = logits + run.log_boost[papers]
+    if run.old is not None:
+        key = np.where(run.old[papers], -np.inf, key)
+    blocked = [n * len(run.pool) + run.blocked[r] for n, r in enumerate(rows.tolist()) if len(run.blocked[r])]
+    if blocked:
+        key = np.where(np.isin(owner * len(run.pool) + papers, np.concatenate(blocked)), -np.inf, key)
+    key = np.where(logits >= _floor(run.settings) - DRIFT - TIE_MARGIN, key, -np.inf)
+    near = _near_best(interest, key, logits, _floor(run.settings), k, len(lengths)) & (counts[owner] >= 2)
+    out[near] = owner[near]
+    return out
 
 
 def _near_best(owner: np.ndarray, key: np.ndarray, logits: np.ndarray, floor: float, k: int,

@@ -87,7 +87,7 @@ def test_a_batch_works_out_the_text_models_features_only_where_a_reason_reads_th
     batch = select_many(pool, subs, day=DAY, settings=app.settings, signals=signals)
     reasons = [r for d in batch for s in d.sections for i in s.items for r in i.reasons]
     assert any(r == "close in meaning to your words" for r in reasons)
-    assert any(r.startswith("like “") and r.endswith("” in your library") for r in reasons)
+    assert any(r.startswith("like “") and r.find("” in your library (") > 0 for r in reasons)
     interests = sum(len(s.interests) for s, d in zip(subs, batch, strict=True) if d.count)
     assert 0 < len(made) < interests  # worked out for some interests, not for every interest of a reader with picks
     for sub, digest in zip(subs, batch, strict=True):

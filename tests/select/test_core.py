@@ -5,11 +5,13 @@ share fails here."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
 from digest.select import Signals
 from digest.select.core import PATHS, digests, plan
+from digest.select.scores import ONE_ORDER
 
 from ..conftest import DAY, SEEDS
 from .test_batch import picks, subscribers
@@ -46,6 +48,10 @@ def test_every_path_gives_the_same_digests(world):
     assert len({len(s.interests) for s in subs}) >= 2 and any(i.seed_papers for s in subs for i in s.interests)
     for path, found in made.items():
         assert [picks(d) for d in found] == expected, path
+    # the readers' several interests share the places: the paths agree where it changes the digest too
+    one = digests(pool, subs, day=DAY, settings=replace(app.settings, allocation=ONE_ORDER), signals=signals,
+                  path="each")
+    assert sum(picks(a) != picks(b) for a, b in zip(one, made["each"], strict=True)) >= 5
 
 
 @pytest.mark.slow

@@ -148,7 +148,7 @@ def test_a_library_reason_names_a_paper_of_the_library(site):
     named = []
     for r in site.composer.rank(reader, DAY, limit=10):
         for reason in r.reasons:
-            found = re.fullmatch(r"like “(.+)” in your library", reason)
+            found = re.fullmatch(r"like “(.+)” in your library \((?:both on .+|close in meaning)\)", reason)
             if found:
                 title = found.group(1).removesuffix("…")
                 assert any(t.startswith(title) for t in titles), reason
@@ -169,6 +169,9 @@ def test_an_author_reason_names_the_author_followed(site):
         assert not any("follow" in r for r in item.reasons if r != "by Haoran Xu, whom you follow")
 
 
+LIKED_REASON = re.compile(r"like “(.+)”, which you marked more \((?:both on .+|close in meaning)\)")
+
+
 def test_a_liked_paper_is_named_by_its_title(site):
     """With two speculative-decoding papers marked more, a pick the learned model lifts names one of them."""
     ada = site.profiles.subscriber("ada@example.org")
@@ -177,8 +180,46 @@ def test_a_liked_paper_is_named_by_its_title(site):
     signals = replace(site.composer.signals([ada], DAY)[ada.email], liked=liked)
     items = site.composer.compose(ada, DAY, site.composer.pool(DAY), signals=signals).digest.items
     names = [found.group(1).removesuffix("…") for item in items for reason in item.reasons
-             if (found := re.fullmatch(r"like “(.+)”, which you marked more", reason))]
+             if (found := LIKED_REASON.fullmatch(reason))]
     assert names and all(any(p.title.startswith(n) for p in liked) for n in names)
+
+
+def test_a_paper_marked_under_one_interest_explains_only_that_interests_picks(site):
+    """A reader of two interests marks papers of one of them more: picks of that interest may name a marked paper
+    (one among the pick's nearest, saying what the two share), picks of the other interest never do, and no marked
+    paper is named by more than three picks of the digest."""
+    reader = Subscriber("two@example.org", max_papers=10, interests=(
+        Interest("LLM inference", ("KV cache", "LLM inference", "speculative decoding", "LLM serving")),
+        Interest("Quantization", ("quantization", "low-bit", "post-training quantization")),
+    ))
+    papers = site.store.all_papers()
+    liked = tuple(p for p in papers if "kv cache" in f"{p.title} {p.abstract}".lower()
+                  and "quantiz" not in f"{p.title} {p.abstract}".lower())[:8]
+    assert len(liked) == 8
+    signals = replace(site.composer.signals([reader], DAY)[reader.email], liked=liked)
+    digest = site.composer.compose(reader, DAY, site.composer.pool(DAY), signals=signals).digest
+    named: dict[str, int] = {}
+    for section in digest.sections:
+        for item in section.items:
+            for reason in item.reasons:
+                if found := LIKED_REASON.fullmatch(reason):
+                    assert section.name == "LLM inference", (section.name, reason)
+                    title = found.group(1).removesuffix("…")
+                    assert any(p.title.startswith(title) for p in liked)
+                    named[title] = named.get(title, 0) + 1
+    assert named and max(named.values()) <= 3
+    assert {s.name for s in digest.sections} >= {"LLM inference", "Quantization"}
+
+
+def test_a_shared_word_is_named_only_when_both_papers_have_it_and_it_names_a_topic(site):
+    """What a pick and its library or liked paper share: phrases of that paper's title the pick also has, never a
+    word most papers have."""
+    from digest.select.explain import shared_words
+
+    index = site.composer.pool(DAY).index(site.settings.title_weight)
+    pick = Paper(title="Fast KV cache eviction for long contexts", abstract="We evict entries of the KV cache.")
+    assert shared_words(pick, "SnapKV: LLM Knows What You are Looking for: KV Cache compression", index) == ["KV Cache"]
+    assert shared_words(pick, "A study of the model", index) == []
 
 
 def test_strength_words_follow_the_calibrated_relevance():

@@ -9,6 +9,7 @@ import pytest
 
 from digest.select import select_digest
 from digest.select.learn import FeedbackModel
+from digest.select.scores import ONE_ORDER, SHARES
 
 from ..conftest import DAY
 
@@ -72,8 +73,11 @@ def test_disliking_one_paper_never_removes_an_interest(app):
 @pytest.mark.slow
 def test_many_clicks_dominate(app):
     """After sixteen likes of one topic, the learned model outweighs the keywords and fills the digest with the
-    topic's other papers (the liked ones themselves are seen, like papers received, and do not come back)."""
+    topic's other papers (the liked ones themselves are seen, like papers received, and do not come back). With the
+    places shared among Ada's interests (the default) the topic keeps to its share and the clicks raise its papers
+    within every interest's list; in one order over all interests they take the digest."""
     ada = app.profiles.roster().find("ada@example.org")
+    app.settings = replace(app.settings, allocation=ONE_ORDER)
     quant = [p for p in app.store.all_papers() if about(p, "quantiz")]
     assert len(quant) >= 24
     liked, others = quant[:16], {p.store_id for p in quant[16:]}
@@ -88,6 +92,9 @@ def test_many_clicks_dominate(app):
     # (Ada has a quantization interest of her own, so the topic's papers start high: most of the others rise)
     now = {r.paper.store_id: n for n, r in enumerate(app.composer.rank(ada, DAY, limit=500))}
     assert sum(now[i] < places[i] for i in others) >= 0.8 * len(others)
+    app.settings = replace(app.settings, allocation=SHARES)
+    shared = app.composer.rank(ada, DAY)
+    assert sum(about(r.paper, "quantiz") for r in shared) >= 3 and {r.place for r in shared} >= {"share"}
 
 
 def test_model_is_stored_and_learned_again_when_clicks_change(app):
