@@ -95,6 +95,8 @@ def _parser() -> argparse.ArgumentParser:
     lift = actions.add_parser("lift", help="lift a bounce or complaint suppression once you have checked the "
                                            "address (recorded with what it lifted)")
     lift.add_argument("email")
+    actions.add_parser("lookup", help="look up the arXiv ids and DOIs of every library (profile files, imports, the "
+                                      "web) that the store lacks, and say what each found")
 
     preview = commands.add_parser("preview", help="write each digest as .html, .txt and .eml files")
     preview.add_argument("--subscriber", metavar="EMAIL")
@@ -309,10 +311,26 @@ def _subscribers_lift(app: App, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _subscribers_lookup(app: App, args: argparse.Namespace) -> int:
+    from digest.daily import look_up_libraries
+
+    app.profiles.sync()
+    if not app.config.libraries.lookup:
+        raise UsageError("libraries.lookup is false: this install does not look ids up")
+    found = look_up_libraries(app)
+    for where, looked in found:
+        print(f"{where}: {looked.summary()}")
+        for problem in looked.problems:
+            print(f"  {problem}", file=sys.stderr)
+    if not found:
+        print("no library names an id the store lacks")
+    return EXIT_FAILED if any(looked.not_looked for _, looked in found) else EXIT_OK
+
+
 SUBSCRIBER_ACTIONS: dict[str, Callable[[App, argparse.Namespace], int]] = {
     "list": _subscribers_list, "import": _subscribers_import, "export": _subscribers_export,
     "remove": _subscribers_remove, "export-data": _subscribers_export_data, "forget": _subscribers_forget,
-    "lift": _subscribers_lift,
+    "lift": _subscribers_lift, "lookup": _subscribers_lookup,
 }
 
 

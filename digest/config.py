@@ -258,6 +258,14 @@ SETTINGS: tuple[Setting, ...] = (
             "Reverse proxies in front of `digest serve` that add the client's address to X-Forwarded-For "
             "(nginx with `$proxy_add_x_forwarded_for`: 1). 0: the connecting address is the client's.",
             minimum=0, maximum=10),
+    Setting("libraries", "lookup", bool, True,
+            "Look up, in the background, the arXiv ids and DOIs a reader's library names that the store lacks "
+            "(the arXiv API, and Crossref for DOIs), so that a list of ids counts; `false`: never ask them (an "
+            "install without network: such entries count once a source brings their papers in)."),
+    Setting("libraries", "arxiv_api", str, "",
+            "The arXiv API the lookups ask (empty: https://export.arxiv.org/api/query)."),
+    Setting("libraries", "doi_api", str, "",
+            "The DOI service the lookups ask, its works endpoint (empty: https://api.crossref.org/works/)."),
     Setting("fetch", "timeout", (int, float), 30.0,
             "Seconds to wait on a source's server in one attempt before giving up on that attempt.", minimum=0.1,
             maximum=3600),

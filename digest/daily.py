@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from time import sleep as time_sleep
@@ -25,9 +25,11 @@ from digest.delivery.sender import SendReport
 from digest.errors import UsageError
 from digest.models import Composed, Subscriber
 from digest.schedule import Daemon, Slot, due_slots
+from digest.sources import lookup
 from digest.sources.collect import CollectReport, collect
 from digest.sources.fetch import USER_AGENT, Fetcher, FetchPolicy
 from digest.sources.ingest import IngestReport
+from digest.sources.lookup import Looked, bare, look_up
 from digest.store import Queue, Store
 from digest.subscribers.profiles import Problem, is_email
 from digest.subscribers.roster import SyncReport
@@ -261,3 +263,42 @@ def make_daemon(app: App, *, manual: bool = False) -> Daemon:
                   deliver=lambda day, slot, stop: deliver_slot(app, day, slot, stop),
                   fetch=lambda: fetch_job(app, datetime.now(ZoneInfo(settings.timezone)).date()),
                   manual=manual)
+
+
+# -- libraries' ids ---------------------------------------------------------------------------------------------
+
+
+def look_up_libraries(app: App) -> list[tuple[str, Looked]]:
+    """`digest subscribers lookup`: every stored library naming ids the store lacks (profile files, imports, the
+    web), looked up one library at a time; what each found is kept beside it (the web's library page shows it) and
+    its entries filled. (where: the library's file, or the interest's name and reader), in the subscribers' order."""
+    config = app.config
+    f = config.fetch
+    fetcher = Fetcher(FetchPolicy(timeout=float(f.timeout), retries=f.retries, backoff=float(f.backoff),
+                                  max_wait=float(f.max_wait), user_agent=f.user_agent or USER_AGENT))
+    seen: set[str] = set()
+    out = []
+    try:
+        for subscriber in app.store.iter_subscribers():
+            for interest in subscriber.interests:
+                key = interest.library_key
+                if not key or key in seen:
+                    continue
+                seen.add(key)
+                entries = app.store.library_entries(key)
+                if not any(bare(e) for e in entries):
+                    continue
+                found, looked = look_up(entries, lambda refs: set(app.store.find_papers(refs)), fetcher,
+                                        arxiv_api=config.libraries.arxiv_api or lookup.ARXIV_API,
+                                        doi_api=config.libraries.doi_api or lookup.DOI_API)
+                if looked.in_store == looked.ids:
+                    continue
+                if looked.from_arxiv or looked.from_doi:
+                    app.store.update_library(key, found)
+                    app.analysis.interests([replace(subscriber, interests=(replace(interest, library=()),))])
+                app.store.put_cache(lookup.LOOKUP_KEY + key, looked.to_json().encode())
+                where = interest.library_source or f"{subscriber.email}, “{interest.name}”"
+                out.append((where, looked))
+    finally:
+        fetcher.close()
+    return out

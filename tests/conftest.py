@@ -36,7 +36,9 @@ def sample_site(folder: Path, settings: str = "") -> Path:
     subs.mkdir()
     for profile in SUBSCRIBERS.glob("*.toml"):
         (subs / profile.name).write_text(profile.read_text())
-    (folder / "digest.toml").write_text(f'[ingest]\npaths = ["{SEEDS}"]\n{settings}')
+    # lookups of library ids never leave this machine in a test (`test_library` points them at a local server)
+    offline = "" if "[libraries]" in settings else "\n[libraries]\nlookup = false\n"
+    (folder / "digest.toml").write_text(f'[ingest]\npaths = ["{SEEDS}"]\n{settings}{offline}')
     if _MODEL_ROWS and "[store]" not in settings:  # the store the settings name, as a first run leaves it
         prime(f"sqlite:///{folder / 'digest.db'}", _MODEL_ROWS[0])
     return folder
@@ -103,7 +105,7 @@ def make_config(tmp_path: Path, model_rows: tuple[list[dict[str, Any]], list[dic
         # The seed pages' papers are mostly years old: the tests rank all of them as new (max_age_days 0)
         # unless they ask for the age limit (test_dating, the golden files).
         raw = {"store": {"url": "sqlite:///digest.db"}, "subscribers": {"dir": str(SUBSCRIBERS)},
-               "ingest": {"paths": [str(SEEDS)]}, "select": {"max_age_days": 0}}
+               "ingest": {"paths": [str(SEEDS)]}, "select": {"max_age_days": 0}, "libraries": {"lookup": False}}
         for name, values in sections.items():
             raw.setdefault(name, {}).update(values)
         config = build_config(raw, base=tmp_path)
@@ -217,6 +219,14 @@ def store_url(request, tmp_path: Path) -> str:
 
 
 POSTGRES_PARAMS = {"postgres", "postgresql"}
+
+
+@pytest.fixture(autouse=True)
+def _lookups_stay_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Library lookups that a test's settings leave on ask a closed port of this machine, never the public services
+    (a test that means them points `libraries.arxiv_api` and `doi_api` at a local server)."""
+    monkeypatch.setattr("digest.sources.lookup.ARXIV_API", "http://127.0.0.1:9/api/query")
+    monkeypatch.setattr("digest.sources.lookup.DOI_API", "http://127.0.0.1:9/works/")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

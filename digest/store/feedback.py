@@ -76,6 +76,17 @@ class FeedbackStore(Base):
         with self.write() as conn:
             put_libraries(conn, {key: entries})
 
+    def update_library(self, key: str, entries: Sequence[LibraryEntry]) -> None:
+        """Replace the entries kept under a library's key with what was learnt of them (its ids looked up): the key
+        stays, so every profile naming it reads the new entries."""
+        from digest.store.subscribers import library_json
+
+        with self.write() as conn:
+            changed = conn.execute(libraries.update().where(libraries.c.key == key).values(
+                entries=library_json(entries), updated_at=_now())).rowcount
+            if not changed:  # (a signup's library, kept once the reader confirms: kept now, under its key)
+                conn.execute(libraries.insert().values(key=key, entries=library_json(entries), updated_at=_now()))
+
     def library_entries(self, key: str) -> tuple[LibraryEntry, ...]:
         """A stored library's entries (none for an unknown digest)."""
         with self.engine.connect() as conn:

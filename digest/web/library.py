@@ -23,7 +23,16 @@ from digest.subscribers.libraries import MAX_ENTRIES, Library, LibraryError, lib
 from digest.subscribers.profiles import MAX_INTERESTS, MAX_LIBRARIES, MAX_NAME
 from digest.web.common import MANAGERS, current, page
 from digest.web.public import _same_site_or_403, _token
-from digest.web.uploads import MAX_BODY_BYTES, PASTED, allow_large_body, describe, prepare_later, upload_of
+from digest.web.uploads import (
+    MAX_BODY_BYTES,
+    PASTED,
+    allow_large_body,
+    describe,
+    look_up_later,
+    lookup_of,
+    prepare_later,
+    upload_of,
+)
 
 blueprint = Blueprint("library", __name__)
 
@@ -37,6 +46,7 @@ class Shelf:
     index: int
     name: str
     papers: int
+    lookup: str = ""  # what the lookup of its ids found ("8 ids: 3 in the store, 4 fetched from arXiv, …")
 
 
 @dataclass(frozen=True)
@@ -103,8 +113,12 @@ def _add(subscriber: Subscriber, upload: tuple[str, bytes | str] | None, choice:
     if not current().store.replace_web_profile(replace(subscriber, interests=interests)):
         return Outcome("Your interests are now managed by the newsletter's operator. Nothing was changed.", status=409)
     named = interests[-1].name if choice == NEW else interests[int(choice)].name
-    prepare_later([i for i in interests if i.name == named])
-    return Outcome(f"Read {describe(read)} into “{named}”. Your next digest uses it.", read.problems)
+    given = [i for i in interests if i.name == named]
+    prepare_later(given)
+    looked = look_up_later(given[0], read.entries) if given else ""
+    readable = any(e.title or e.abstract for e in read.entries)
+    after = "Your next digest uses it." if readable or not looked else "Your next digest uses them once found."
+    return Outcome(f"Read {describe(read)} into “{named}”. {looked + ' ' if looked else ''}{after}", read.problems)
 
 
 def _placed(subscriber: Subscriber, read: Library, choice: str, name: str) -> tuple[tuple[Interest, ...], str]:
@@ -156,7 +170,7 @@ def _index(choice: str, interests: tuple[Interest, ...]) -> int | None:
 
 def _page(subscriber: Subscriber, source: str, outcome: Outcome) -> Response:
     store = current().store
-    shelves = [Shelf(n, i.name, len(store.library_entries(i.library_key)) if i.library_key else 0)
+    shelves = [Shelf(n, i.name, len(store.library_entries(i.library_key)) if i.library_key else 0, lookup_of(i))
                for n, i in enumerate(subscriber.interests)]
     full = sum(1 for s in shelves if s.papers) >= MAX_LIBRARIES
     html = page("library", email=subscriber.email, shelves=shelves, editable=source == "web",

@@ -23,7 +23,7 @@ from digest.signup.signups import LIBRARY_INTEREST, Form, Invalid, Refused, Sign
 from digest.subscribers.libraries import library_interest
 from digest.web.common import CSP, FREQUENCIES, current, page, zone_groups
 from digest.web.guard import host_name, same_site
-from digest.web.uploads import MAX_BODY_BYTES, allow_large_body, describe, prepare_later, upload_of
+from digest.web.uploads import MAX_BODY_BYTES, allow_large_body, describe, look_up_later, prepare_later, upload_of
 
 blueprint = Blueprint("signup", __name__)
 
@@ -133,10 +133,14 @@ def subscribe() -> Response:
         return _form(form, exc.problems, 422, given=True)
     except Refused as exc:
         return _refused(exc)
+    looked = ""
     if library:  # made while the reader finds the email, for the welcome page's preview
-        prepare_later([library_interest(LIBRARY_INTEREST, library)])
+        given = library_interest(LIBRARY_INTEREST, library)
+        prepare_later([given])
+        looked = look_up_later(given, library.entries, "your library page, linked from every digest, says what was "
+                               "found")
     return Response(page("subscribe-sent", email=form.email, hours=current().config.signup.confirm_hours,
-                         library_read=describe(library) if library else "",
+                         library_read=describe(library) if library else "", library_lookup=looked,
                          library_problems=library.problems if library else ()),
                     content_type="text/html; charset=utf-8")
 

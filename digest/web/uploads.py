@@ -11,10 +11,14 @@ import logging
 import threading
 import unicodedata
 from collections.abc import Sequence
+from dataclasses import replace
 
 from flask import Request, current_app
 
-from digest.models import Interest
+from digest.models import Interest, LibraryEntry
+from digest.sources import lookup
+from digest.sources.fetch import USER_AGENT, Fetcher, FetchPolicy
+from digest.sources.lookup import LOOKUP_KEY, Job, Looked, Lookups, bare, look_up
 from digest.subscribers.libraries import MAX_ENTRIES, Library
 from digest.web.common import current
 
@@ -87,3 +91,66 @@ def prepare_later(interests: Sequence[Interest]) -> None:
                 log.exception("could not make the profile of a library just given; the next send makes it")
 
     threading.Thread(target=prepare, name="prepare-library", daemon=True).start()
+
+
+def lookups() -> Lookups:
+    """This web application's queue of library lookups (one thread, a bounded queue: `sources.lookup`)."""
+    app = current()
+    found = current_app.config.get("LIBRARY_LOOKUPS")
+    if found is None:
+        config = app.config
+
+        def run(entries: Sequence[LibraryEntry]) -> tuple[list[LibraryEntry], Looked]:
+            f = config.fetch
+            fetcher = Fetcher(FetchPolicy(timeout=float(f.timeout), retries=f.retries, backoff=float(f.backoff),
+                                          max_wait=float(f.max_wait), user_agent=f.user_agent or USER_AGENT))
+            try:
+                return look_up(entries, lambda refs: set(app.store.find_papers(refs)), fetcher,
+                               arxiv_api=config.libraries.arxiv_api or lookup.ARXIV_API,
+                               doi_api=config.libraries.doi_api or lookup.DOI_API)
+            finally:
+                fetcher.close()
+
+        found = current_app.config.setdefault("LIBRARY_LOOKUPS", Lookups(run))
+    return found  # type: ignore[no-any-return]
+
+
+def look_up_later(interest: Interest, entries: Sequence[LibraryEntry],
+                  then: str = "come back to this page to see what was found") -> str:
+    """Queue the lookup of the ids of a library just given that the store lacks, and say what happens to them (""
+    when it names none): "8 ids: 3 in the store, 5 being looked up …"."""
+    app = current()
+    bare_ones = [e for e in entries if bare(e)]
+    if not bare_ones or not interest.library_key:
+        return ""
+    known = set(app.store.find_papers([e.ref for e in bare_ones]))
+    asked = sum(1 for e in bare_ones if e.ref not in known)
+    said = f"{len(bare_ones)} id{'s' if len(bare_ones) != 1 else ''}: {len(known)} in the store"
+    if not asked:
+        return said + "."
+    if not app.config.libraries.lookup:
+        return (f"{said}, {asked} not yet looked up (this newsletter does not look ids up: they count once a source "
+                "brings their papers in).")
+    store, key = app.store, interest.library_key
+
+    def done(key: str, found: list[LibraryEntry], looked: Looked) -> None:
+        if looked.from_arxiv or looked.from_doi:
+            store.update_library(key, found)
+            if app.dense is not None:
+                from digest.select.dense import DenseEmbedder
+
+                DenseEmbedder(store).interests([replace(interest, library=())])
+        store.put_cache(LOOKUP_KEY + key, looked.to_json().encode())
+
+    if not lookups().submit(Job(key, tuple(entries), done)):
+        return (f"{said}, {asked} not yet looked up (too many lookups are waiting: they are asked again when you "
+                "come back to this page).")
+    return f"{said}, {asked} being looked up on arXiv and Crossref: {then}."
+
+
+def lookup_of(interest: Interest) -> str:
+    """What the last lookup of an interest's library ids found ("" when none was made)."""
+    if not interest.library_key:
+        return ""
+    saved = current().store.get_cache(LOOKUP_KEY + interest.library_key)
+    return Looked.from_json(saved.decode()).summary() if saved else ""
