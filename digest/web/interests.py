@@ -58,6 +58,11 @@ class Row:
     keywords: str = ""
     description: str = ""
     of: int | None = None
+    share: str = "1"  # its share of the digest's places: a key of SHARES
+
+
+# What the page offers for an interest's share of the places (its weight; a profile file may give any weight).
+SHARES = {"0.5": "A smaller share", "1": "An equal share", "2": "A larger share"}
 
 
 @blueprint.get("/interests.js")
@@ -134,7 +139,13 @@ def _own(subscriber: Subscriber) -> list[Interest]:
 
 
 def _rows(subscriber: Subscriber) -> list[Row]:
-    return [Row(i.name, ", ".join(i.keywords), i.description, n) for n, i in enumerate(_own(subscriber))]
+    return [Row(i.name, ", ".join(i.keywords), i.description, n, _share_of(i.weight))
+            for n, i in enumerate(_own(subscriber))]
+
+
+def _share_of(weight: float) -> str:
+    """The page's share nearest an interest's weight (a profile file's 0.8 shows as an equal share)."""
+    return min(SHARES, key=lambda key: (abs(float(key) - weight), key))
 
 
 def _posted(form: Any, own: list[Interest]) -> list[Row]:
@@ -147,7 +158,9 @@ def _posted(form: Any, own: list[Interest]) -> list[Row]:
             continue
         of = form.get(f"of-{n}", "")
         index = int(of) if of.isascii() and of.isdigit() and int(of) < len(own) and int(of) not in used else None
-        row = Row(form.get(f"name-{n}", ""), form.get(f"keywords-{n}", ""), form.get(f"description-{n}", ""), index)
+        share = form.get(f"share-{n}", "1")
+        row = Row(form.get(f"name-{n}", ""), form.get(f"keywords-{n}", ""), form.get(f"description-{n}", ""), index,
+                  share if share in SHARES else "1")
         if index is None and not (row.name.strip() or row.keywords.strip() or row.description.strip()):
             continue
         if index is not None:
@@ -172,6 +185,8 @@ def _row_table(row: Row, own: list[Interest]) -> dict[str, Any]:
     # a new interest left unnamed is named from its own words, never a placeholder
     name = row.name if row.name.strip() or row.of is not None else interest_name(keywords, row.description)
     table = {**_table(stored), "name": name, "description": row.description, "keywords": keywords}
+    if row.of is None or _share_of(stored.weight) != row.share:  # (a weight the page cannot show is kept as it is)
+        table["weight"] = float(row.share)
     if stored.library_key and not table["keywords"] and not row.description.strip():
         table["description"] = _BY_LIBRARY
     return table
@@ -228,7 +243,7 @@ def _page(source: str, subscriber: Subscriber, rows: list[Row], *, status: int =
                 manager=MANAGERS.get(source, "the operator's list"), message=message, problems=problems or [],
                 interests=[] if editable else [(i, _carried(i)) for i in subscriber.interests],
                 rows=[(r, _carried(own[r.of]) if r.of is not None else None) for r in rows], new=len(rows),
-                topics=app.config.topics, ticked=ticked, marks=marks, marks_total=total,
+                topics=app.config.topics, ticked=ticked, marks=marks, marks_total=total, shares=SHARES,
                 send_at=given["send_at"] if given else f"{subscriber.send_at:%H:%M}", timezone=zone,
                 stored_zone=subscriber.timezone, zones=zone_groups(zone), guess=zone == "UTC" and not given,
                 max_name=MAX_NAME, max_description=MAX_DESCRIPTION,

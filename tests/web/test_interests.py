@@ -98,6 +98,8 @@ def form(page: str) -> dict[str, object]:
         fields[name] = [html.unescape(text)]
     select = re.search(r'<select [^>]*name="timezone".*?</select>', save, re.S).group(0)
     fields["timezone"] = [re.search(r'<option value="([^"]+)" selected>', select).group(1)]
+    for name, options in re.findall(r'<select [^>]*name="(share-\d+)"[^>]*>(.*?)</select>', save, re.S):
+        fields[name] = [re.search(r'<option value="([^"]+)" selected>', options).group(1)]
     return {k: v[0] if isinstance(v, list) and len(v) == 1 and k != "topics" else v for k, v in fields.items()}
 
 
@@ -430,3 +432,15 @@ def test_a_new_interest_left_unnamed_is_named_from_its_words(site):
     added = stored(site).interests[-1]
     assert (added.description, added.keywords) == (sentence, ())
     assert added.name.startswith("Robots, ") and "learn dexterous manipulation" in added.name
+
+
+def test_a_reader_gives_an_interest_a_larger_share(site):
+    """The interests page sets an interest's share of the places (its weight), and the digest follows it."""
+    fields = form(site.client.get(url(site)).text)
+    assert fields.get("share-0") == "1"
+    fields["share-0"] = "2"
+    saved = site.client.post(url(site), data=fields)
+    assert saved.status_code == 200 and "Saved." in saved.text
+    profile = stored(site)
+    assert profile.interests[[i.name for i in profile.interests].index(fields["name-0"])].weight == 2.0
+    assert 'value="2" selected' in site.client.get(url(site)).text
