@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -169,6 +170,9 @@ def test_a_zotero_bibtex_library_makes_an_interest_whose_digest_is_on_its_topic(
     explained = [item for item in picks if any(r.startswith("like “") and r.find("” in your library (") > 0
                                                for r in item.reasons)]
     assert len(explained) >= len(picks) // 2
+    named = Counter(r.split("”", 1)[0] for item in picks for r in item.reasons if r.startswith("like “"))
+    assert max(named.values()) <= 3  # no library paper names more than three picks: the next nearest, or none
+    assert all(re.search(r"\((both on .+|close in meaning)\)$", r) for i in picks for r in i.reasons if "library" in r)
     assert daily.send(site, DAY).count("sent") == 1  # the send run ranks in batches: the same picks
     sent = site.store.received_by_subscriber(DAY + timedelta(days=1), ["ada@example.org"], DAY)
     assert sent == {"ada@example.org": {item.paper.store_id for item in picks}}
