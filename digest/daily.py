@@ -27,7 +27,7 @@ from digest.models import Composed, Subscriber
 from digest.schedule import Daemon, Slot, due_slots
 from digest.sources import lookup
 from digest.sources.collect import CollectReport, collect
-from digest.sources.fetch import USER_AGENT, Fetcher, FetchPolicy
+from digest.sources.fetch import Fetcher, FetchPolicy
 from digest.sources.ingest import IngestReport
 from digest.sources.lookup import Looked, bare, look_up
 from digest.store import Queue, Store
@@ -115,9 +115,7 @@ def fetch(app: App, day: date) -> tuple[CollectReport | None, IngestReport | Non
     """Fetch the configured sources; with none configured, ingest `[ingest] paths` (the sample)."""
     if not app.config.sources:
         return None, app.ingest([Path(p) for p in app.config.ingest.paths], seen_on=day)
-    f = app.config.fetch
-    fetcher = Fetcher(FetchPolicy(timeout=float(f.timeout), retries=f.retries, backoff=float(f.backoff),
-                                  max_wait=float(f.max_wait), user_agent=f.user_agent or USER_AGENT))
+    fetcher = Fetcher(FetchPolicy.of(app.config.fetch))
     try:
         report = collect(app.store, app.config.sources, fetcher, day)
     finally:
@@ -273,9 +271,7 @@ def look_up_libraries(app: App) -> list[tuple[str, Looked]]:
     web), looked up one library at a time; what each found is kept beside it (the web's library page shows it) and
     its entries filled. (where: the library's file, or the interest's name and reader), in the subscribers' order."""
     config = app.config
-    f = config.fetch
-    fetcher = Fetcher(FetchPolicy(timeout=float(f.timeout), retries=f.retries, backoff=float(f.backoff),
-                                  max_wait=float(f.max_wait), user_agent=f.user_agent or USER_AGENT))
+    fetcher = Fetcher(FetchPolicy.of(config.fetch))
     seen: set[str] = set()
     out = []
     try:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from typing import Any
 
 import httpx
 
@@ -33,6 +34,12 @@ class FetchPolicy:
     backoff: float = 2.0
     max_wait: float = 120.0
     user_agent: str = USER_AGENT
+
+    @classmethod
+    def of(cls, settings: Any) -> FetchPolicy:
+        """From the `[fetch]` settings (`config.fetch`)."""
+        return cls(timeout=float(settings.timeout), retries=settings.retries, backoff=float(settings.backoff),
+                   max_wait=float(settings.max_wait), user_agent=settings.user_agent or USER_AGENT)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from flask import Request, current_app
 
 from digest.models import Interest, LibraryEntry
 from digest.sources import lookup
-from digest.sources.fetch import USER_AGENT, Fetcher, FetchPolicy
+from digest.sources.fetch import Fetcher, FetchPolicy
 from digest.sources.lookup import LOOKUP_KEY, Job, Looked, Lookups, bare, look_up
 from digest.subscribers.libraries import MAX_ENTRIES, Library
 from digest.web.common import current
@@ -101,9 +101,7 @@ def lookups() -> Lookups:
         config = app.config
 
         def run(entries: Sequence[LibraryEntry]) -> tuple[list[LibraryEntry], Looked]:
-            f = config.fetch
-            fetcher = Fetcher(FetchPolicy(timeout=float(f.timeout), retries=f.retries, backoff=float(f.backoff),
-                                          max_wait=float(f.max_wait), user_agent=f.user_agent or USER_AGENT))
+            fetcher = Fetcher(FetchPolicy.of(config.fetch))
             try:
                 return look_up(entries, lambda refs: set(app.store.find_papers(refs)), fetcher,
                                arxiv_api=config.libraries.arxiv_api or lookup.ARXIV_API,
