@@ -650,6 +650,7 @@ def _interest_tops(run: _Run, logit: np.ndarray, first: np.ndarray, counts: np.n
     starts, sizes = first[several], counts[several]
     at = np.repeat(starts - np.cumsum(sizes) + sizes, sizes) + np.arange(int(sizes.sum()))  # their interest rows
     own = logit[at]  # (a copy)
+    unmatched = own <= NO_MATCH  # what the learned model alone finds is no interest's
     if models is not None:
         position = {n: m for m, n in enumerate(models.rows)}
         owner = np.repeat(several, sizes).tolist()
@@ -657,7 +658,7 @@ def _interest_tops(run: _Run, logit: np.ndarray, first: np.ndarray, counts: np.n
             m = position.get(n)
             if m is not None:
                 own[row] = blend(own[row], models.logits[m], models.share[m], extra=models.rocchio[m])
-    own[logit[at] <= NO_MATCH] = -np.inf  # what the learned model alone found is no interest's
+    own[unmatched] = -np.inf
     if run.old is not None:
         own[:, run.old] = -np.inf  # old papers have their own places ("Trending again")
     for reader, size, start in zip(several.tolist(), sizes.tolist(), (np.cumsum(sizes) - sizes).tolist(), strict=True):

@@ -222,23 +222,24 @@ def sections(pool: Pool, scores: Scored, subscriber: Subscriber, *, day: date, s
     chosen, final = picks.chosen, picks.final
     explain = Explainer(pool, pool.index(settings.title_weight), scores, chosen, filed=picks.filed)
     grouped: dict[str, list[Item]] = {}
-    for j, i, score, name in zip(chosen, scores.papers[chosen].tolist(), final[chosen].round(6).tolist(),
-                                 section_names(scores, picks), strict=True):
+    names = section_names(scores, picks)
+    for j, i, score, name in zip(chosen, scores.papers[chosen].tolist(), final[chosen].round(6).tolist(), names,
+                                 strict=True):
         grouped.setdefault(name, []).append(Item(pool.papers[i], score, explain.reasons(j), explain.strength(j)))
-    notes = share_notes(scores, picks)
+    notes = share_notes(scores, picks, names)
     return tuple(Section(name, tuple(items), notes.get(name, "")) for name, items in grouped.items())
 
 
-def share_notes(scores: Scored, picks: Picks) -> dict[str, str]:
+def share_notes(scores: Scored, picks: Picks, names: list[str]) -> dict[str, str]:
     """What each section says of its share when the places were shared: an interest that filled fewer than it was
-    given, and one that also took places its neighbours left (by section name)."""
+    given, and one that also took places its neighbours left (by section name; `names`: each pick's section)."""
     if picks.allocation is None:
         return {}
     given, taken = picks.allocation.shares, picks.allocation.taken
-    names = dict(zip(picks.chosen, section_names(scores, picks), strict=True))
+    section = dict(zip(picks.chosen, names, strict=True))
     extra: dict[str, int] = {}
     for j in picks.allocation.rest:
-        extra[names[j]] = extra.get(names[j], 0) + 1
+        extra[section[j]] = extra.get(section[j], 0) + 1
     notes = {}
     for n, share in given.items():
         name = scores.interests[n].interest.name
@@ -353,11 +354,12 @@ def _shared_places(pool: Pool, scores: Scored, chosen: list[int], final: np.ndar
     is_old = old[scores.papers] if old is not None else np.zeros(len(final), dtype=bool)
     old_picks = [j for j in chosen if is_old[j]]
     places = len(chosen) - len(old_picks)
-    recent = set(order[~is_old[order]].tolist())
     # the best of the rest: the one order's recent picks, then its other recent candidates in score order
+    candidates = order[~is_old[order]].tolist()
+    recent = set(candidates)
     first = [j for j in chosen if j in recent]
     taken = set(first)
-    rest = first + [j for j in order.tolist() if j in recent and j not in taken][:wanted]
+    rest = first + [j for j in candidates[:len(first) + wanted] if j not in taken][:wanted]
 
     def spread(papers: np.ndarray, values: np.ndarray, count: int) -> list[int]:
         return diversify(index, papers, values, count, settings.diversity, drop_duplicates=True)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -59,28 +60,37 @@ def interest_lists(scores: Scored, eligible: np.ndarray, boost: np.ndarray, sett
                    window: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """Each interest's candidates (positions in `scores`) best first, at most `window`, with their boosted own
     relevance: eligible papers on the interest's topic at or above the floor (not the learned model's finds
-    alone, which no interest named)."""
-    out = []
-    for n in range(len(scores.logits)):
-        relevance = own_relevance(scores, n)
-        at = np.flatnonzero(eligible & (relevance >= settings.min_relevance) & (scores.logits[n] > NO_MATCH))
-        values = boosted(relevance[at], boost[at])
-        order = np.argsort(-values, kind="stable")[:window]
-        keep = values[order] >= FURTHER
-        keep[:1] = True  # its best paper above the floor, whatever it is; further ones only good matches
-        out.append((at[order[keep]], values[order[keep]]))
-    return out
+    alone, which no interest named); beyond its best, only good matches (FURTHER). Every interest at once."""
+    logits = scores.logits
+    own = logits if scores.model_logit is None else blend(logits, scores.model_logit[None, :], scores.share,
+                                                            extra=None if scores.rocchio is None
+                                                            else scores.rocchio[None, :])
+    relevance = sigmoid(own)
+    values = boosted(relevance, boost[None, :])
+    ok = eligible[None, :] & (relevance >= settings.min_relevance) & (logits > NO_MATCH)
+    masked = np.where(ok, values, -np.inf)
+    order = np.argsort(-masked, axis=1, kind="stable")[:, :window]  # ties in the papers' order, as `scores` has them
+    best = np.take_along_axis(masked, order, axis=1)
+    keep = best >= FURTHER
+    keep[:, :1] = True  # its best paper above the floor, whatever it is; further ones only good matches
+    keep &= np.arange(order.shape[1])[None, :] < ok.sum(axis=1)[:, None]
+    return [(order[n][keep[n]], best[n][keep[n]]) for n in range(len(logits))]
 
 
 def quotas(places: int, weights: Sequence[float]) -> list[int]:
     """`places` shared in proportion to `weights` (largest remainders, ties to the first), each at least one while
     there are places for all (taken from the largest shares); with fewer places than interests, the first `places`
     get one each."""
+    return list(_quotas(places, tuple(weights)))
+
+
+@lru_cache(maxsize=1024)  # readers' interests come in a handful of weightings
+def _quotas(places: int, weights: tuple[float, ...]) -> tuple[int, ...]:
     count = len(weights)
     if places <= 0 or not count:
-        return [0] * count
+        return (0,) * count
     if places <= count:
-        return [1] * places + [0] * (count - places)
+        return (1,) * places + (0,) * (count - places)
     total = sum(weights)
     exact = [places * w / total for w in weights] if total > 0 else [places / count] * count
     given = [int(e) for e in exact]
@@ -91,7 +101,7 @@ def quotas(places: int, weights: Sequence[float]) -> list[int]:
             largest = max(range(count), key=lambda m: (given[m], -m))
             given[largest] -= 1
             given[k] = 1
-    return given
+    return tuple(given)
 
 
 def shared(lists: Sequence[tuple[np.ndarray, np.ndarray]], weights: Sequence[float], places: int,
@@ -110,13 +120,31 @@ def shared(lists: Sequence[tuple[np.ndarray, np.ndarray]], weights: Sequence[flo
     sequences, worth = {}, {}
     for n in active:
         found, values = lists[n]
-        order = list(range(len(found)))
+        ids, scores = found.tolist(), values.tolist()
         if given[n] > 1:  # its first places diversified as a digest of that many would be, then the rest in order
             head = diversify(papers[found], values, given[n])
-            taken = set(head)
-            order = head + [k for k in order if k not in taken]
-        sequences[n] = [int(found[k]) for k in order]
-        worth[n] = dict(zip(found.tolist(), values.tolist(), strict=True))
+            order = head + sorted(set(range(len(ids))).difference(head))
+            ids, scores = [ids[k] for k in order], [scores[k] for k in order]
+        sequences[n], worth[n] = ids, scores
+    filed = _turns(active, sequences, worth, given)
+    taken = dict.fromkeys(active, 0)
+    for n in filed.values():
+        taken[n] += 1
+    spare = places - len(filed)
+    extra = [j for j in rest if j not in filed][:max(spare, 0)]
+    allocation = Allocation(given, taken, tuple(extra))
+    return list(filed) + extra, filed, allocation
+
+
+def _turns(active: list[int], sequences: dict[int, list[int]], worth: dict[int, list[float]],
+           given: dict[int, int]) -> dict[int, int]:
+    """The interests take their papers in turn (in a round, the one whose next paper is better first), each up to
+    its share, a paper for the first to take it: paper -> interest, in the order taken. When the interests' first
+    papers do not overlap, that is each interest's first `given` papers, taken round by round."""
+    heads = {n: sequences[n][:given[n]] for n in active}
+    if len({j for head in heads.values() for j in head}) == sum(len(head) for head in heads.values()):
+        rounds = [(k, -worth[n][k], n) for n in active for k in range(len(heads[n]))]
+        return {sequences[n][k]: n for k, _, n in sorted(rounds)}
     filed: dict[int, int] = {}
     taken = dict.fromkeys(active, 0)
     at = dict.fromkeys(active, 0)
@@ -127,11 +155,10 @@ def shared(lists: Sequence[tuple[np.ndarray, np.ndarray]], weights: Sequence[flo
             while at[n] < len(sequence) and sequence[at[n]] in filed:
                 at[n] += 1
             if taken[n] < given[n] and at[n] < len(sequence):
-                ready.append(n)
+                ready.append((-worth[n][at[n]], n))
         if not ready:
             break
-        values = {n: worth[n][sequences[n][at[n]]] for n in ready}
-        for n in sorted(ready, key=lambda n: (-values[n], n)):  # a round: the best next paper first
+        for _, n in sorted(ready):  # a round: the best next paper first
             sequence = sequences[n]
             while at[n] < len(sequence) and sequence[at[n]] in filed:
                 at[n] += 1
@@ -139,10 +166,7 @@ def shared(lists: Sequence[tuple[np.ndarray, np.ndarray]], weights: Sequence[flo
                 filed[sequence[at[n]]] = n
                 taken[n] += 1
                 at[n] += 1
-    spare = places - len(filed)
-    extra = [j for j in rest if j not in filed][:max(spare, 0)]
-    allocation = Allocation(given, taken, tuple(extra))
-    return list(filed) + extra, filed, allocation
+    return filed
 
 
 def xquad(lists: Sequence[tuple[np.ndarray, np.ndarray]], weights: Sequence[float], places: int,
