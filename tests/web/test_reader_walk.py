@@ -33,6 +33,7 @@ from .test_library import KV_BIB, MOE_JSON
 
 READER = "walker@example.org"
 OLD_WORDS = "graph neural networks, molecules"
+WORDS_NAME = "Graph neural networks, molecules"  # the interest the keywords made, named from its words
 NEW_WORDS = ("CUDA", "matrix multiplication")
 
 
@@ -92,7 +93,7 @@ def walk(page, axe_source: str, app: App, server: Server, inbox: Recorder, today
     page.fill("#email", READER)
     page.fill("#name", "Wal Ker")
     page.get_by_label("LLM inference").check()
-    page.fill("#interests", OLD_WORDS)
+    page.fill("#keywords", OLD_WORDS)
     page.get_by_role("button", name="Subscribe").click()
     page.wait_for_load_state()
     assert page.get_by_role("heading").first.inner_text() == "Check your inbox"
@@ -132,7 +133,7 @@ def walk(page, axe_source: str, app: App, server: Server, inbox: Recorder, today
     page.wait_for_load_state()
     assert "Saved. Your next digest follows these interests." in page.inner_text("main")
     check(page, axe_source, "interests saved", "dark")
-    words = next(i for i in store.profile_of(READER)[1].interests if i.name == "In your words")
+    words = next(i for i in store.profile_of(READER)[1].interests if i.name == WORDS_NAME)
     assert words.keywords == NEW_WORDS
 
     # Bring your library: the BibTeX export into a new interest, the CSL-JSON one into another.
@@ -150,7 +151,7 @@ def walk(page, axe_source: str, app: App, server: Server, inbox: Recorder, today
             "[role=status]").inner_text()
     check(page, axe_source, "library read", "dark")
     interests = store.profile_of(READER)[1].interests
-    assert [i.name for i in interests] == ["LLM inference", "In your words", "KV cache", "Mixture of experts"]
+    assert [i.name for i in interests] == ["LLM inference", WORDS_NAME, "KV cache", "Mixture of experts"]
     libraries = {i.name: store.library_entries(i.library_key) for i in interests if i.library_key}
     assert {name: len(entries) for name, entries in libraries.items()} == {"KV cache": 5, "Mixture of experts": 4}
 
@@ -163,9 +164,9 @@ def walk(page, axe_source: str, app: App, server: Server, inbox: Recorder, today
     titles = [i.paper.title for i in composed.digest.items]
     assert sorted(a.get_text() for a in BeautifulSoup(html, "html.parser").select("a.ttl")) == sorted(titles)
     sections = {s.name: s for s in composed.digest.sections}
-    assert "In your words" in sections and f"In your words · {len(sections['In your words'].items)}" in (
+    assert WORDS_NAME in sections and f"{WORDS_NAME} · {len(sections[WORDS_NAME].items)}" in (
         BeautifulSoup(html, "html.parser").get_text())  # the edited interest's own heading
-    for item in sections["In your words"].items:  # the new words are why; the old ones are gone
+    for item in sections[WORDS_NAME].items:  # the new words are why; the old ones are gone
         assert any(w in r for w in NEW_WORDS for r in item.reasons), item.reasons
     assert not any(w in r for w in OLD_WORDS.split(", ") for i in composed.digest.items for r in i.reasons)
     owned = {e.title for entries in libraries.values() for e in entries}
