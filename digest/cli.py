@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from digest.config import Config, load_config
 from digest.errors import ConfigError, DigestError, StoreError, UsageError
 from digest.logs import masked, setup_logging
+from digest.numbers import whole
 
 if TYPE_CHECKING:  # the commands import what they use when they run, so `digest --help` loads none of it
     from digest.app import App
@@ -41,9 +42,10 @@ def _date(text: str) -> date:
 
 
 def _port(text: str) -> int:
-    if not text.isdigit() or not 0 <= int(text) <= 65535:
+    port = whole(text, 0, 65535)
+    if port is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a port number from 0 to 65535 (0: any free port)")
-    return int(text)
+    return port
 
 
 def _global_options(parser: argparse.ArgumentParser, *, suppress: bool = False) -> argparse.ArgumentParser:
@@ -200,9 +202,10 @@ def _app(config: Config, **options: Any) -> App:
 
 
 def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
+    number = whole(text, 1)
+    if number is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number above 0")
-    return int(text)
+    return number
 
 
 def _print_ingest(app: App, paths: Sequence[Path], day: date) -> int:

@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from digest.numbers import whole
+
 
 def _start_time(pid: int) -> str:
     """The process's start time in clock ticks since boot (Linux), or "" where /proc does not say."""
@@ -51,9 +53,10 @@ class Owner:
     @classmethod
     def parse(cls, text: str) -> Owner | None:
         parts = text.split("/")
-        if len(parts) != 4 or not parts[1].isdigit():
+        pid = whole(parts[1]) if len(parts) == 4 else None
+        if pid is None:
             return None
-        return cls(parts[0], int(parts[1]), parts[2], parts[3])
+        return cls(parts[0], pid, parts[2], parts[3])
 
     @property
     def id(self) -> str:

@@ -20,6 +20,7 @@ import httpx
 
 from digest import __version__
 from digest.errors import FetchError
+from digest.numbers import whole
 
 USER_AGENT = f"paper-digest/{__version__} (+https://github.com/paper-digest/paper-digest)"
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
@@ -133,8 +134,9 @@ def _retry_after(response: httpx.Response) -> float | None:
     value = response.headers.get("Retry-After", "").strip()
     if not value:
         return None
-    if value.isdigit():
-        return float(value)
+    seconds = whole(value)
+    if seconds is not None:
+        return float(seconds)
     try:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError):

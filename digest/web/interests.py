@@ -21,6 +21,7 @@ from typing import Any
 from flask import Blueprint, Response, abort, request
 
 from digest.models import MAX_ROW_ID, Interest, Subscriber
+from digest.numbers import whole
 from digest.signup.signups import interest_name
 from digest.subscribers.profiles import MAX_DESCRIPTION, MAX_INTERESTS, MAX_NAME, validate
 from digest.subscribers.topics import chosen
@@ -86,10 +87,10 @@ def interests(token: str) -> Response:
     if action == "save":
         return _save(source, stored)
     if action == "unmark":
-        paper = request.form.get("paper", "")
-        if not (paper.isascii() and paper.isdigit() and int(paper) <= MAX_ROW_ID):
+        paper = whole(request.form.get("paper", ""), 0, MAX_ROW_ID)
+        if paper is None:
             abort(400)
-        gone = current().store.remove_feedback(email, int(paper))
+        gone = current().store.remove_feedback(email, paper)
         return _page(source, stored, _rows(stored), message="Forgotten." if gone else "That mark was already gone.")
     if action == "reset":
         gone = current().store.remove_feedback(email)
@@ -156,8 +157,8 @@ def _posted(form: Any, own: list[Interest]) -> list[Row]:
     for n in range(MAX_INTERESTS + 1):  # one more than a profile may have: the validator says so
         if f"name-{n}" not in form or form.get(f"remove-{n}"):
             continue
-        of = form.get(f"of-{n}", "")
-        index = int(of) if of.isascii() and of.isdigit() and int(of) < len(own) and int(of) not in used else None
+        index = whole(form.get(f"of-{n}", ""), 0, len(own) - 1)
+        index = None if index in used else index
         share = form.get(f"share-{n}", "1")
         row = Row(form.get(f"name-{n}", ""), form.get(f"keywords-{n}", ""), form.get(f"description-{n}", ""), index,
                   share if share in SHARES else "1")

@@ -18,6 +18,7 @@ from flask import Blueprint, Response, abort, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from digest.models import Interest, Subscriber
+from digest.numbers import whole
 from digest.signup.signups import LIBRARY_INTEREST
 from digest.subscribers.libraries import MAX_ENTRIES, Library, LibraryError, library_interest, read_upload
 from digest.subscribers.profiles import MAX_INTERESTS, MAX_LIBRARIES, MAX_NAME
@@ -165,7 +166,7 @@ def _remove(subscriber: Subscriber, choice: str) -> Outcome:
 
 def _index(choice: str, interests: tuple[Interest, ...]) -> int | None:
     """The interest a form's choice names (its position), or None."""
-    return int(choice) if choice.isascii() and choice.isdigit() and int(choice) < len(interests) else None
+    return whole(choice, 0, len(interests) - 1)
 
 
 def _page(subscriber: Subscriber, source: str, outcome: Outcome) -> Response:

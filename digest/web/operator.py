@@ -21,6 +21,7 @@ from flask import Blueprint, Response, abort, current_app, redirect, request, ur
 from digest import daily
 from digest.errors import DigestError
 from digest.models import FIRST_DAY, LAST_DAY
+from digest.numbers import whole
 from digest.status import SUPPRESSED_LIMIT, shown_address, why_suppressed
 from digest.store.console import STATES
 from digest.subscribers.profiles import validate
@@ -75,9 +76,10 @@ def _number(name: str, default: int, allowed: range | tuple[int, ...]) -> int:
     text = request.args.get(name, "")
     if not text:
         return default
-    if not text.isdigit() or int(text) not in allowed:
+    number = whole(text)
+    if number is None or number not in allowed:
         abort(400)
-    return int(text)
+    return number
 
 
 def _listing() -> tuple[str, str, int, int]:
@@ -152,10 +154,10 @@ def lift() -> Response:
 @blueprint.post("/pause")
 def pause() -> Response:
     """Pause a subscriber's digests for a number of days (what the reader's preferences page does)."""
-    email, days = _known(), request.form.get("days", "")
-    if not days.isdigit() or int(days) not in PAUSES:
+    email, days = _known(), whole(request.form.get("days", ""))
+    if days is None or days not in PAUSES:
         return _refused(f"Pause for one of {', '.join(map(str, PAUSES))} days.")
-    current().store.set_preference(email, paused_until=date.today() + timedelta(days=int(days)))
+    current().store.set_preference(email, paused_until=date.today() + timedelta(days=days))
     return _done("paused")
 
 

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from flask import Blueprint, Response, abort, current_app, request, url_for
 
 from digest.models import MAX_ROW_ID, Links
+from digest.numbers import whole
 from digest.tokens import FOREVER, BadToken, Token
 from digest.web.common import FREQUENCIES, current, page
 from digest.web.guard import same_site
@@ -177,8 +178,9 @@ def _apply(email: str, form: dict[str, str]) -> str:
     if action == "frequency" and form.get("frequency") in dict(FREQUENCIES):
         store.set_preference(email, frequency=form["frequency"])
         return f"Saved: {dict(FREQUENCIES)[form['frequency']].lower()}."
-    if action in ("pause", "pause-instead") and form.get("days", "").isdigit() and int(form["days"]) in dict(PAUSES):
-        until = date.today() + timedelta(days=int(form["days"]))
+    days = whole(form.get("days", ""))
+    if action in ("pause", "pause-instead") and days in dict(PAUSES):
+        until = date.today() + timedelta(days=days)
         store.set_preference(email, paused_until=until)
         if action == "pause-instead":  # of the unsubscribe just done: subscribed again, from `until` on
             store.unsuppress(email.lower(), "unsubscribed")

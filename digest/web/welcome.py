@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from flask import Blueprint, Response, abort, redirect, request
 
 from digest.models import Links, Subscriber
+from digest.numbers import whole
 from digest.signup.onboarding import offered, rate
 from digest.web.common import CSP, current, page
 from digest.web.guard import same_site
@@ -100,9 +101,9 @@ def rate_one(token: str) -> Response:
     subscriber, _ = _reader(token)
     if not same_site():
         abort(403)
-    paper, rating = request.form.get("paper", ""), request.form.get("rating", "")
-    if not (paper.isascii() and paper.isdigit() and len(paper) < 20) or rating not in ("more", "less"):
+    paper, rating = whole(request.form.get("paper", "")), request.form.get("rating", "")
+    if paper is None or rating not in ("more", "less"):
         abort(400)
-    if rate(current(), subscriber.email, int(paper), rating == "more") is None:
+    if rate(current(), subscriber.email, paper, rating == "more") is None:
         abort(404)
     return redirect(f"{request.path.rsplit('/', 1)[0]}#paper-{paper}", 303)
