@@ -60,6 +60,7 @@ def create_app(app: Site, *, operator_password: str | None, bind: str = "127.0.0
     web.config["DIGEST_APP"] = app
     web.config["OPERATOR_PASSWORD"] = operator_password
     web.config["OPERATOR_OPEN_OK"] = is_loopback_host(bind)
+    web.config["BIND"] = bind  # (the console's readiness list checks base_url against it)
     web.config["CSRF_KEY"] = secrets.token_bytes(32)  # operator forms' tokens: good until the server restarts
     web.config["LINK_DAYS"] = app.config.web.link_days
     web.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES  # also under a server other than `make_server`'s: 413

@@ -12,13 +12,15 @@ commands call (`lift_suppression` for `digest subscribers lift`, `send_test` for
 from __future__ import annotations
 
 import hmac
+import os
+import time
 from datetime import date, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
 from flask import Blueprint, Response, abort, current_app, redirect, request, url_for
 
-from digest import daily
+from digest import daily, readiness
 from digest.errors import DigestError
 from digest.models import FIRST_DAY, LAST_DAY
 from digest.numbers import whole
@@ -34,6 +36,7 @@ blueprint = Blueprint("operator", __name__)
 
 PAUSES = (7, 14, 30, 90)  # days the console's Pause button offers
 HISTORY = 10  # send-log rows shown on a subscriber's page
+READINESS_SECONDS = 60  # how long the console keeps what `digest check` finds (its subscribers' check reads the list)
 
 
 @blueprint.before_request
@@ -106,7 +109,8 @@ def index() -> str:
     query = {"date": day.isoformat(), "q": search, "state": state, "size": size}
     runs, workers = console.activity(app)
     return page("admin", day=day, prev_day=day - timedelta(days=1), next_day=day + timedelta(days=1),
-                search=search, state=state, states=STATES, sizes=console.PAGE_SIZES, paging=paging,
+                readiness=_readiness(), search=search, state=state, states=STATES, sizes=console.PAGE_SIZES,
+                paging=paging,
                 page_url=lambda n: _url("operator.index", **query, page=n), back=_back(),
                 rows=console.rows(app, found.keys, day), signups=found.signups, counts=console.counts(app, day),
                 problems=problems, runs=runs, workers=workers, csrf=csrf_token(), actions=_actions(),
@@ -114,6 +118,21 @@ def index() -> str:
                 held_signups=app.store.held_signups(),
                 suppressions=[(shown_address(email), why_suppressed(reason), since)
                               for email, reason, since in app.store.suppression_records(SUPPRESSED_LIMIT)])
+
+
+def _readiness() -> list[readiness.Finding]:
+    """What `digest check` finds for this server as it was started (its bind address, and the port the request came
+    to), the sample's readers among the subscribers included; kept READINESS_SECONDS, as that part reads the list."""
+    kept = current_app.config.get("READINESS")
+    now = time.monotonic()
+    if kept is not None and now - kept[0] < READINESS_SECONDS:
+        return kept[1]  # type: ignore[no-any-return]
+    app = current()
+    port = whole(request.environ.get("SERVER_PORT", ""), 1, 65535) or readiness.SERVE_PORT
+    serve = readiness.Serve(current_app.config.get("BIND", readiness.SERVE_HOST), port)
+    found = [*readiness.check(app.config, os.environ, serve), *readiness.readers(app.store)]
+    current_app.config["READINESS"] = (now, found)
+    return found
 
 
 @blueprint.get("/subscriber")

@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 from bs4 import BeautifulSoup
 
-from digest import daily
+from digest import daily, readiness
 from digest.app import App
 from digest.models import Interest, Subscriber
 from digest.store import Store
@@ -93,6 +93,56 @@ def test_search_by_address_or_name(big):
         [f"r123{i}@example.net" for i in range(2, 10)] and showing == "1–11 of 11"
     assert listed(big, q="Ada's topic") == ([], "none")
     assert listed(big, q="%")[1] == "none" and listed(big, q="_")[1] == "none"  # LIKE's wildcards are literal
+
+
+def readiness_list(server: Server) -> list[str]:
+    """The console's "not ready for real readers" items, as their text reads ([] when the section is not there)."""
+    response = server.client.get("/admin/", auth=OPERATOR)
+    assert response.status_code == 200, response.text
+    section = BeautifulSoup(response.text, "html.parser").find(id="readiness")
+    return [li.get_text(" ", strip=True) for li in section.find_all("li")] if section else []
+
+
+def test_the_console_lists_what_digest_check_finds_first(web, monkeypatch):
+    """The sample's settings and readers: the top of /admin/ lists each finding of `digest check` (as this server
+    was started) with its setting, its problem and its fix, before the list of subscribers."""
+    monkeypatch.delenv("DIGEST_SECRET")
+    shown = readiness_list(web)  # (the page brings the profile files into the store first, as `digest check` does)
+    findings = [*readiness.check(web.app.config, {}, readiness.Serve("127.0.0.1", int(web.base.rsplit(":", 1)[1]))),
+                *readiness.readers(web.app.store)]
+    assert {f.setting for f in findings} >= {"newsletter.from_address", "newsletter.base_url", "newsletter.secret_env",
+                                            "newsletter.postal_address", "dkim.selector", "subscribers"}
+    assert len(shown) == len(findings)
+    for finding, item in zip(findings, shown, strict=True):
+        assert item.startswith(finding.setting) and finding.problem in item and f"Fix: {finding.fix}" in item
+        assert ("(stops a send)" in item) == finding.stops_smtp
+    page = web.client.get("/admin/", auth=OPERATOR).text
+    assert page.index('id="readiness"') < page.index('id="list-heading"')
+
+
+@pytest.mark.parametrize("relay_signs", [False, True])
+def test_a_ready_install_lists_only_what_is_left_and_then_nothing(make_config, tmp_path, monkeypatch, relay_signs):
+    """Settings of a real newsletter, the secret in the environment and no sample readers: only the missing DKIM is
+    listed, and once the relay is said to sign, nothing (no section at all)."""
+    monkeypatch.setenv("DIGEST_SECRET", "console-test-secret")
+    (tmp_path / "none").mkdir()
+    served = App(make_config(subscribers={"dir": str(tmp_path / "none")}, dkim={"relay_signs": relay_signs},
+                             newsletter={"from_address": "digest@papers-lab.org", "base_url": "https://papers-lab.org",
+                                         "postal_address": "Papers Lab, 5 Long Road, Oxford OX1 2AB"}))
+    served.store.put_subscribers([Subscriber("reader@papers-lab.org", interests=(Interest("KV", ("kv cache",)),))],
+                                 "import")
+    server = Server(served)
+    try:
+        shown = readiness_list(server)
+        if relay_signs:
+            assert shown == [] and 'id="readiness"' not in server.client.get("/admin/", auth=OPERATOR).text
+        else:
+            [item] = shown
+            assert item.startswith("dkim.selector") and "empty, and dkim.relay_signs is false" in item
+            assert "Fix: make a key" in item
+    finally:
+        server.close()
+        served.close()
 
 
 @pytest.mark.slow
