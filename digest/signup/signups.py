@@ -40,7 +40,7 @@ from digest.delivery.handover import OutboxTransport, RetryPolicy, Transport, ha
 from digest.delivery.mailer import make_transport
 from digest.delivery.message import one_line
 from digest.errors import DigestError
-from digest.models import Composed, Interest, Subscriber
+from digest.models import Composed, Interest, Links, Subscriber
 from digest.select.corpus import background
 from digest.select.explain import chunks
 from digest.store.signups import SignupRecord, expiry
@@ -101,6 +101,17 @@ class Refused(DigestError):
         self.status, self.heading, self.text, self.retry_after = status, heading, text, retry_after
 
 
+class Confirmed(Refused):
+    """A used confirmation link followed again by the reader it confirmed, who is still subscribed: their page leads
+    on to the papers to rate and their preferences (`links`: theirs, made today). Where it is shown as any refusal,
+    it still says the subscription is confirmed."""
+
+    def __init__(self, subscriber: Subscriber, links: Links) -> None:
+        super().__init__(200, "You are already confirmed", f"{subscriber.email} gets the digest. Each email has a "
+                                                           "link to change your preferences.")
+        self.subscriber, self.links = subscriber, links
+
+
 class Invalid(DigestError):
     """A form with mistakes: each one a sentence for the reader."""
 
@@ -158,6 +169,12 @@ class Welcome:
     preview: Composed | None = None
     links: Any = None
     problems: list[str] = field(default_factory=list)
+
+
+def rating_url(links: Links) -> str:
+    """The welcome page's papers to rate (`/welcome/<the reader's feedback token>`), beside a reader's `links`."""
+    base, _, token = links.feedback.rpartition("/feedback/")
+    return f"{base}/welcome/{token}"
 
 
 def interest_name(keywords: Sequence[str], description: str, limit: int = NAME_CHARS) -> str:
@@ -371,6 +388,9 @@ class Signups:
 
     def _gone(self, link: Link) -> Refused:
         if any(c["nonce"] == link.nonce for c in self.app.store.consents_of(link.email)):
+            found = self.app.store.profile_of(link.email)
+            if found is not None and found[0] == "web" and not self.app.store.suppressed_among([link.email]):
+                return Confirmed(found[1], self.app.links(found[1].email))
             return Refused(410, "This link has already been used", "Your subscription is confirmed. Each email "
                                                                    "you get has a link to change your preferences.")
         return Refused(410, "This link is no longer valid", "A newer confirmation email replaced it, or the signup "
@@ -393,7 +413,7 @@ class Signups:
         welcome = Welcome(subscriber, done.outcome == "updated", self._preview(subscriber), links)
         if not welcome.updated:
             try:
-                self._send("welcome", subscriber, {"links": links})
+                self._send("welcome", subscriber, {"links": links, "rate_url": rating_url(links)})
             except Refused as exc:  # subscribed all the same; the page says so
                 welcome.problems.append(exc.text)
         log.info("signup: %s %s their subscription", subscriber.email, "updated" if welcome.updated else "confirmed")

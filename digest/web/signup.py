@@ -4,7 +4,7 @@ The work is done by `digest.signup.signups.Signups`; this module turns HTTP into
 The form is protected against cross-site posts twice: the Origin/Referer check every POST here passes
 (`guard.same_site`), and a double-submit CSRF token (a random cookie, SameSite=Strict, and a form field
 holding its keyed hash). A GET of a confirmation link changes nothing (mail scanners follow links); the
-button's POST confirms.
+button's POST confirms. A used link of a reader still subscribed leads on to their papers to rate and preferences.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from flask import Blueprint, Response, abort, current_app, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from digest.signup.onboarding import offered
-from digest.signup.signups import LIBRARY_INTEREST, Form, Invalid, Refused, Signups, zones
+from digest.signup.signups import LIBRARY_INTEREST, Confirmed, Form, Invalid, Refused, Signups, rating_url, zones
 from digest.subscribers.libraries import library_interest
 from digest.web.common import CSP, FREQUENCIES, current, page, zone_groups
 from digest.web.guard import host_name, same_site
@@ -68,6 +68,11 @@ def client_ip() -> str:
 
 
 def _refused(exc: Refused) -> Response:
+    if isinstance(exc, Confirmed):  # a used link of a reader still subscribed: on to their pages, not a dead end
+        return Response(page("confirmed", subscriber=exc.subscriber, frequency=room().describe(exc.subscriber),
+                             rate_url=urlsplit(rating_url(exc.links)).path,
+                             preferences_url=urlsplit(exc.links.preferences).path),
+                        content_type="text/html; charset=utf-8")
     response = Response(page("message", heading=exc.heading, text=exc.text), exc.status,
                         content_type="text/html; charset=utf-8")
     if exc.retry_after:

@@ -283,31 +283,33 @@ def test_forged_expired_replaced_and_replayed_links_are_refused(site):
     assert site.app.store.owners(["late@example.org"]) == {}
     latest = site.link("late@example.org")
     assert site.client.post(latest).status_code == 200
-    for method in ("GET", "POST"):
+    for method in ("GET", "POST"):  # used: it leads on (see below), and confirms nothing again
         again = site.client.request(method, latest)
-        assert again.status_code == 410 and "already been used" in again.text
+        assert again.status_code == 200 and "You are already confirmed" in again.text
     assert len(site.mails("late@example.org", "Welcome")) == 1
 
 
 @pytest.mark.slow
 def test_two_confirmations_at_once_make_one_subscriber_and_one_welcome(site):
-    """The button pressed twice at once (two tabs): one 200, one 410, one consent and one welcome email."""
+    """The button pressed twice at once (two tabs): one welcome, one "already confirmed", one consent and one welcome
+    email."""
     site.signup("twice@example.org")
     link = site.link("twice@example.org")
-    statuses: list[int] = []
+    statuses: list[tuple[int, bool]] = []
     start = threading.Barrier(2)
 
     def press() -> None:
         with httpx.Client(base_url=site.server.base, timeout=30) as client:
             start.wait()
-            statuses.append(client.post(link).status_code)
+            answer = client.post(link)
+            statuses.append((answer.status_code, "You are already confirmed" in answer.text))
 
     threads = [threading.Thread(target=press) for _ in range(2)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert sorted(statuses) == [200, 410]
+    assert sorted(statuses) == [(200, False), (200, True)]
     assert len(site.app.store.consents_of("twice@example.org")) == 1
     assert len(site.mails("twice@example.org", "Welcome")) == 1
 
@@ -352,6 +354,38 @@ def test_confirming_again_after_unsubscribing_resubscribes(site):
     assert site.app.store.suppressed_among(["back@example.org"]) == {}
     assert site.app.profiles.roster().find("back@example.org").frequency == "weekly:fri"
     assert len(site.mails("back@example.org", "Welcome")) == 1
+
+
+def test_the_welcome_email_and_a_used_link_lead_to_the_papers_to_rate(site):
+    """The welcome email links to the papers to rate (text and HTML), and the confirmation link opened again (its GET
+    or its button) says the reader is already confirmed and leads on to those papers and to their preferences; it
+    confirms nothing again. Once the reader has unsubscribed, it only says it was used."""
+    site.signup("rae@example.org", topics=["LLM inference"])
+    link = site.link("rae@example.org")
+    assert site.client.post(link).status_code == 200
+    [mail] = site.mails("rae@example.org", "Welcome")
+    text, html = mail.get_body(("plain",)).get_content(), mail.get_body(("html",)).get_content()
+    [rate_url] = re.findall(r"https://\S+/welcome/\S+", text)
+    assert f'href="{rate_url}"' in html
+    rating = site.client.get(site.server.path(rate_url))
+    assert rating.status_code == 200 and "Teach it what you like" in rating.text and 'class="pair"' in rating.text
+    for method in ("GET", "POST"):
+        again = site.client.request(method, link)
+        assert again.status_code == 200 and "You are already confirmed" in body(again)
+        assert "rae@example.org gets Paper Digest every day" in body(again)
+        onward = re.search(r'href="([^"]+)" id="rate"', again.text).group(1)
+        assert onward.startswith("/welcome/")
+        page = site.client.get(onward)
+        assert page.status_code == 200 and "Teach it what you like" in page.text
+        preferences = site.client.get(re.search(r'href="([^"]+)" id="preferences"', again.text).group(1))
+        assert preferences.status_code == 200 and "rae@example.org" in preferences.text
+    assert len(site.mails("rae@example.org", "Welcome")) == 1
+    assert len(site.app.store.consents_of("rae@example.org")) == 1
+    site.app.store.suppress("rae@example.org", "unsubscribed")  # unsubscribed since: used, and no way in
+    for method in ("GET", "POST"):
+        again = site.client.request(method, link)
+        assert again.status_code == 410 and "already been used" in again.text
+        assert "/welcome/" not in again.text and "/preferences/" not in again.text
 
 
 def test_signup_turned_off_is_not_found(tmp_path, monkeypatch):
