@@ -260,15 +260,16 @@ def _subscribers_import(app: App, args: argparse.Namespace) -> int:
 
 
 def _subscribers_export(app: App, args: argparse.Namespace) -> int:
+    from digest.filemodes import open_private
     from digest.subscribers.roster import export_csv
 
     app.profiles.sync()
     if args.out is None:
         export_csv(app.store, sys.stdout)
         return EXIT_OK
-    try:
-        with args.out.open("w", encoding="utf-8", newline="") as out:
-            count = export_csv(app.store, out)
+    try:  # readers' addresses and interests: the file is its owner's alone (0600), whatever the umask
+        with os.fdopen(open_private(args.out, os.O_WRONLY | os.O_TRUNC), "w", encoding="utf-8", newline="") as out:
+            count = export_csv(app.store, out, args.out.parent)
     except OSError as exc:
         raise UsageError(f"cannot write {args.out}: {exc.strerror or exc}") from exc
     print(f"exported {count} subscribers to {args.out}", file=sys.stderr)

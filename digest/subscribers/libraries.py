@@ -5,6 +5,8 @@ Formats, told apart by the content: BibTeX (bibtexparser), RIS (rispy), CSL-JSON
 a nesting check), and a plain list of arXiv ids and DOIs, one a line. The file is a reader's upload, so every limit
 below is enforced before or while parsing: what passes one is cut or skipped with a `path:line: reason` problem, or
 refuses the whole file with a LibraryError. Parsing is bounded so that a hostile file costs about a second at most.
+A problem says where (file and line) and why, never what the line holds: a library path may name a file that is no
+library at all, and its lines must not reach a terminal, a log or a web page.
 
 `added` (when the reader put the paper in the library) is read only from fields that say so:
 - BibTeX: `timestamp` (JabRef), `date-added` (BibDesk), `added-at` (BibSonomy). Not `urldate`, `date` or `year`.
@@ -54,9 +56,11 @@ MAX_BIBTEX_MARKS = 600_000
 RAW_FACTOR = 4  # a field is read up to 4x its limit (LaTeX shrinks when decoded); past that it is not looked at
 
 NOT_USABLE = "not usable: no title, arXiv id or DOI"
+NOT_AN_ID = "not an arXiv id or DOI (each line of a list starts with one; '#' starts a comment): skipped"
 
-# bibtexparser logs a warning per broken block, without the file's name; each is a problem with file:line here.
-logging.getLogger("bibtexparser.splitter").setLevel(logging.ERROR)
+# bibtexparser logs each broken block (and its own failures) with the block's text and without the file's name:
+# none of it is shown, since what a file holds is never echoed; each is a problem with file:line here.
+logging.getLogger("bibtexparser").setLevel(logging.CRITICAL + 1)
 
 
 class LibraryError(DigestError):
@@ -374,9 +378,23 @@ def _bibtex_block(block: object) -> _Item | None:
     if isinstance(entry, Entry):
         return _bibtex_entry(line, entry)
     if isinstance(block, ParsingFailedBlock):
-        reason = getattr(block.error, "abort_reason", None) or str(block.error)
-        return line, None, [f"BibTeX syntax error, entry skipped: {_clean(reason[:300])}"]
+        return line, None, [f"BibTeX syntax error, entry skipped: {_bibtex_error(block.error)}"]
     return None
+
+
+# bibtexparser's reasons for a broken block, as our words: its own quote the block's text (keys, values, marks).
+_BIBTEX_ERRORS = (("Unexpectedly reached end of file", "the file ends before this entry is closed"),
+                  ("Unexpected block start", "a new '@' entry starts before this one is closed"),
+                  ("Expected a `=` after entry key", "a field name without '=' after it"),
+                  ("Expected either a `,` or", "a field value not followed by ',' or the closing bracket"),
+                  ("Expected comma after entry key", "no ',' after the entry's key"),
+                  ("Expected equals sign after field key", "a field name without '=' after it"))
+
+
+def _bibtex_error(error: Exception) -> str:
+    """What is wrong with a broken BibTeX block, in words that quote nothing of the file."""
+    reason = str(getattr(error, "abort_reason", "") or "")
+    return next((ours for theirs, ours in _BIBTEX_ERRORS if reason.startswith(theirs)), "not a complete entry")
 
 
 def _bibtex_entry(line: int, entry: Entry) -> _Item:
@@ -683,7 +701,7 @@ def _ids(text: str) -> Iterator[_Item]:
         if arxiv_id or doi:
             yield _entry(number, _plain, title="", arxiv_id=arxiv_id, doi=doi)
         else:
-            yield number, None, [f"not an arXiv id or DOI: {_clean(word[:80])!r}"]
+            yield number, None, [NOT_AN_ID]
     if cut:
         yield MAX_LINES + 1, None, [f"over {MAX_LINES:,} lines: the rest is skipped"]
 

@@ -352,9 +352,12 @@ class _Validator:
             self.fail("library", f"interest {n + 1}: a library file can only be named in a profile file or an "
                                  "import", n)
             return None
-        path = (self.base / value.strip()).absolute()  # stored, exported and read again from anywhere
+        path, refused = library_file(self.base, value.strip())
+        if refused:
+            self.fail("library", f"interest {n + 1}: library {shown(value.strip())} {refused}", n)
+            return None
         try:
-            library = read_library(path)
+            library = read_library(path.resolve())  # the file the check above saw, not a link swapped in since
         except LibraryError as exc:
             self.fail("library", f"interest {n + 1}: {exc}", n)
             return None
@@ -367,14 +370,36 @@ class _Validator:
         return library.entries, str(path)
 
 
+def library_file(base: Path, value: str) -> tuple[Path, str]:
+    """The library file a `library` value names relative to `base` (the folder of the profile file or import list),
+    made absolute as it is stored, and why it is refused ("" when it is not).
+
+    A library is a file in that folder or below it: an absolute path, a `..` or a symbolic link that resolves
+    outside the folder is refused before anything is opened, so a profile cannot have the digest read, store or
+    quote any other file of the machine (its secrets, other readers' data)."""
+    path = (base / value).absolute()
+    if Path(value).is_absolute():
+        return path, "is an absolute path: a library is a file in this file's folder, named relative to it"
+    if ".." in Path(value).parts:
+        return path, "goes up with '..': a library is a file in this file's folder, named relative to it"
+    try:
+        inside = path.resolve().is_relative_to(base.resolve())
+    except (OSError, RuntimeError):  # a loop of symbolic links
+        inside = False
+    if not inside:
+        return path, "leads outside this file's folder through a symbolic link: copy the library into the folder"
+    return path, ""
+
+
 def library_paths(path: Path) -> list[str]:
-    """The library files a profile file names (resolved as `_Validator._library` resolves them), read from its TOML
-    whether or not the profile is valid; none when it cannot be read."""
+    """The library files a profile file names and may read (`library_file`), from its TOML whether or not the
+    profile is valid; none when it cannot be read."""
     data, _text, _problem = read_profile(path)
     tables = data.get("interests", []) if data is not None else []
     values = [t.get("library") for t in tables[:MAX_INTERESTS] if isinstance(t, dict)] \
         if isinstance(tables, list) else []
-    return [str((path.parent / v.strip()).absolute()) for v in values if isinstance(v, str) and v.strip()]
+    found = [library_file(path.parent, v.strip()) for v in values if isinstance(v, str) and v.strip()]
+    return [str(file) for file, refused in found if not refused]
 
 
 def check_interest(table: dict[str, Any], number: int) -> tuple[Interest | None, list[str]]:

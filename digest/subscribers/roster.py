@@ -431,8 +431,12 @@ def _subscriber(path: Path, rows: list[tuple[int, dict[str, str]]], report: Impo
     return (subscriber, str(path), first_line) if subscriber else None
 
 
-def export_csv(store: Store, out: TextIO) -> int:
-    """Write every subscriber as CSV rows (one per interest), the shape `import_path` reads; returns how many."""
+def export_csv(store: Store, out: TextIO, folder: Path | None = None) -> int:
+    """Write every subscriber as CSV rows (one per interest), the shape `import_path` reads; returns how many.
+
+    A `library` is written relative to `folder` (where the CSV goes; the current folder by default), as an import
+    reads it; one outside that folder keeps its absolute path, which an import refuses (`library_file`)."""
+    folder = (folder or Path.cwd()).absolute()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_FIELDS)
     count = 0
@@ -445,9 +449,19 @@ def export_csv(store: Store, out: TextIO) -> int:
             row = head if n == 0 else [subscriber.email, "", "", "", "", "", ""]
             writer.writerow([*row, interest.name, LIST_SEPARATOR.join(interest.keywords), interest.description,
                              LIST_SEPARATOR.join(interest.seed_papers), f"{interest.weight:g}",
-                             interest.library_source, LIST_SEPARATOR.join(interest.authors)])
+                             _relative(interest.library_source, folder), LIST_SEPARATOR.join(interest.authors)])
         count += 1
     return count
+
+
+def _relative(source: str, folder: Path) -> str:
+    """A stored library path as an export writes it: relative to `folder` when inside it, else as it is."""
+    if not source:
+        return ""
+    try:
+        return str(Path(source).relative_to(folder))
+    except ValueError:
+        return source
 
 
 # -- the profiles a command works with ----------------------------------------------------------

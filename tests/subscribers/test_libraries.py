@@ -412,7 +412,7 @@ def test_id_list_reads_arxiv_ids_and_dois_in_every_written_form(tmp_path):
         ("2006.11239", None, 6), ("1706.03762", None, 7), ("hep-th/9711200", None, 9),
         ("math.GT/0309136", None, 10), (None, "10.1103/physrevlett.116.061102", 11), (None, "10.1038/nature14539", 12),
         (None, "10.1000/xyz123", 13), ("2305.18290", None, 14)]
-    assert library.problems == (f"{tmp_path / 'ids.txt'}:15: not an arXiv id or DOI: 'not'",)
+    assert library.problems == (f"{tmp_path / 'ids.txt'}:15: {L.NOT_AN_ID}",)
 
 
 # -- detection, errors -----------------------------------------------------------------------------------------
@@ -448,7 +448,7 @@ def test_a_missing_file_is_a_library_error(tmp_path):
 def test_parse_library_names_where_in_problems():
     """parse_library reports problems as `where:line`."""
     library = parse_library("2401.01234\nnonsense\n", "upload #7")
-    assert library.problems == ("upload #7:2: not an arXiv id or DOI: 'nonsense'",)
+    assert library.problems == (f"upload #7:2: {L.NOT_AN_ID}",)
 
 
 # -- encodings and binary content ------------------------------------------------------------------------------

@@ -402,11 +402,11 @@ def test_csv_import_reads_library_and_authors_columns_and_export_writes_them_bac
     assert mine.library_source == str(listing.parent / "libraries" / "ada.bib")
     assert [e.arxiv_id for e in store.library_entries(mine.library_key)] == ["2404.14469", None]
     out = io.StringIO()
-    assert export_csv(store, out) == 2
+    assert export_csv(store, out, tmp_path) == 2  # written to tmp_path: the library relative to it
     rows = list(csv.DictReader(io.StringIO(out.getvalue())))
     assert [(r["interest"], r["library"], r["authors"]) for r in rows if r["email"] == "ada@example.org"] == [
         ("LLM inference", "", ""), ("GPU kernels", "", "Tri Dao;Hwang, Jayoo"),
-        ("My reading list", mine.library_source, "")]
+        ("My reading list", "lists/libraries/ada.bib", "")]
     exported = write(tmp_path / "exported.csv", out.getvalue())
     other = Store(f"sqlite:///{tmp_path / 'other.db'}")
     again = import_path(other, exported)
@@ -425,7 +425,7 @@ def test_an_export_of_a_list_imported_by_a_relative_path_imports_again(tmp_path,
     store = Store(f"sqlite:///{tmp_path / 'digest.db'}")
     assert import_path(store, Path("lists/list.csv")).imported == 2
     out = io.StringIO()
-    export_csv(store, out)
+    export_csv(store, out, Path("lists"))  # as `digest subscribers export --out lists/exported.csv` writes it
     exported = write(tmp_path / "lists" / "exported.csv", out.getvalue())
     other = Store(f"sqlite:///{tmp_path / 'other.db'}")
     report = import_path(other, exported)
@@ -638,7 +638,7 @@ def test_subscribers_check_prints_library_problems_as_file_line_and_exits_1(tmp_
     write(folder / "ada.bib", "@misc{a, title = {SnapKV: LLM Knows What You are Looking for Before Generation}}\n"
                               "@misc{b,\n  year = {2024},\n}\n")
     write(folder / "ada.toml", profile_text("ada@example.org", 'name = "Mine"\nlibrary = "ada.bib"'))
-    bad = write(folder / "bob.toml", profile_text("bob@example.org", 'name = "Mine"\nlibrary = "../elsewhere/bob.bib"'))
+    bad = write(folder / "bob.toml", profile_text("bob@example.org", 'name = "Mine"\nlibrary = "elsewhere/bob.bib"'))
     result = subprocess.run([sys.executable, "-m", "digest", "subscribers", "check"], cwd=tmp_path,
                             capture_output=True, text=True, timeout=60, env=cli_env())
     assert result.returncode == 1, result.stderr
