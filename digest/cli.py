@@ -140,6 +140,9 @@ def _parser() -> argparse.ArgumentParser:
                                               "the operator's preview pages")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     serve.add_argument("--port", type=_port, default=8025, help="port (default: 8025; 0: any free port)")
+    serve.add_argument("--access-log", metavar="PATH", default=None,
+                       help="write an access log (common log format, link tokens redacted) to PATH, made 0600; "
+                            "'-': stderr (default: web.access_log, else none)")
     _allow_placeholder(serve)
 
     check = commands.add_parser("check", help="what is not ready for real readers, each with its setting and fix; "
@@ -517,7 +520,7 @@ def cmd_serve(config: Config, args: argparse.Namespace) -> int:
     app = _app(config)
     home = urlsplit(config.newsletter.base_url).path.rstrip("/") + "/"  # the public pages answer under its path
     try:
-        serve(app, args.host, args.port, password_env=config.web.operator_password_env,
+        serve(app, args.host, args.port, password_env=config.web.operator_password_env, access_log=args.access_log,
               ready=lambda host, port: print(f"serving on http://{url_host(host)}:{port}{home} "
                                              "(operator pages at /admin/); Ctrl-C stops", flush=True))
     finally:

@@ -243,6 +243,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("web", "link_days", int, 30,
             "Days the preferences and feedback links of an email work after its date (the unsubscribe link "
             "never expires).", minimum=1),
+    Setting("web", "access_log", str, "",
+            "Where `digest serve` writes its access log (common log format, link tokens redacted): a file, made "
+            "0600 and appended to (relative to this file's folder), or `-` for stderr; empty: none."),
     Setting("signup", "enabled", bool, True,
             "Answer the signup page (`/subscribe`) and its confirmation links; `false`: 404, nobody can sign up."),
     Setting("signup", "confirm_hours", int, 48,

@@ -24,7 +24,20 @@ from flask import Flask, Response
 
 from digest.config import is_loopback_host
 from digest.errors import DigestError, UsageError
-from digest.web import feeds, guard, interests, library, metrics, operator, public, signup, uploads, webhooks, welcome
+from digest.web import (
+    access,
+    feeds,
+    guard,
+    interests,
+    library,
+    metrics,
+    operator,
+    public,
+    signup,
+    uploads,
+    webhooks,
+    welcome,
+)
 from digest.web.common import CSP, Site
 
 log = logging.getLogger("digest")
@@ -50,11 +63,12 @@ SECURITY_HEADERS = {
 
 
 def create_app(app: Site, *, operator_password: str | None, bind: str = "127.0.0.1",
-               operator_pages: bool = True) -> Flask:
+               operator_pages: bool = True, access_log: str | None = None) -> Flask:
     """The web application over `app` (its store, renderer, signer and profiles), for a server bound to `bind`.
 
     `operator_password` None opens the operator pages without a login: only to requests that did not
-    come through a proxy, and only when `bind` is loopback (see `serve`).
+    come through a proxy, and only when `bind` is loopback (see `serve`). `access_log`: where the access log
+    goes ("" nowhere, "-" stderr, else a file; None: `web.access_log`, a path relative to the settings' folder).
     """
     web = Flask("digest.web")
     web.config["DIGEST_APP"] = app
@@ -78,6 +92,10 @@ def create_app(app: Site, *, operator_password: str | None, bind: str = "127.0.0
     metrics.install(web, app.store, os.environ.get(app.config.web.metrics_token_env, ""))
     webhooks.install(web, app.config.webhooks, base or None)
     web.after_request(_secure)
+    log_sink = access.sink(app.config.web.access_log, app.config.base) if access_log is None else \
+        access.sink(access_log)
+    if log_sink is not None:  # outermost, so that it sees every answer the application gives
+        web.wsgi_app = access.AccessLog(web.wsgi_app, log_sink, app.config.signup.proxy_hops)  # type: ignore[method-assign]
     return web
 
 
@@ -90,17 +108,20 @@ def _secure(response: Response) -> Response:
 
 
 def serve(app: Site, host: str, port: int, *, password_env: str, threads: int = 4,
-          out: TextIO = sys.stderr, ready: Callable[[str, int], object] = lambda host, port: None) -> None:
+          out: TextIO = sys.stderr, ready: Callable[[str, int], object] = lambda host, port: None,
+          access_log: str | None = None) -> None:
     """Serve until interrupted (waitress, a production WSGI server), the operator pages behind a login.
 
     The password is the one in $`password_env`, else one made now and printed to `out`; with
     `web.operator_login = false` there is none, which only a loopback-bound server accepts. `ready` is
     told the address once the socket is listening (so nothing claims to serve on a port it could not
-    take); a port that cannot be taken is a DigestError naming it.
+    take); a port that cannot be taken is a DigestError naming it. `access_log`: as `create_app` takes it
+    (None: the setting); a file that cannot be opened is a DigestError naming it.
     """
     password = operator_password(app, host, password_env)
+    web = create_app(app, operator_password=password, bind=host, access_log=access_log)
     try:
-        server = make_server(create_app(app, operator_password=password, bind=host), host, port, threads=threads)
+        server = make_server(web, host, port, threads=threads)
     except OSError as exc:
         raise DigestError(f"cannot listen on {host}:{port}: {exc.strerror or exc} (is another `digest serve` "
                           "running? choose another --port)") from exc

@@ -21,6 +21,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from digest.signup.onboarding import offered
 from digest.signup.signups import LIBRARY_INTEREST, Confirmed, Form, Invalid, Refused, Signups, rating_url, zones
 from digest.subscribers.libraries import library_interest
+from digest.web import access
 from digest.web.common import CSP, FREQUENCIES, current, page, zone_groups
 from digest.web.guard import host_name, same_site
 from digest.web.uploads import MAX_BODY_BYTES, allow_large_body, describe, look_up_later, prepare_later, upload_of
@@ -59,12 +60,8 @@ def _enabled() -> None:
 
 def client_ip() -> str:
     """The reader's address: the connecting one, or (behind `signup.proxy_hops` proxies) the one they forwarded."""
-    hops = current().config.signup.proxy_hops
-    if hops:
-        forwarded = [part.strip() for part in request.headers.get("X-Forwarded-For", "").split(",") if part.strip()]
-        if len(forwarded) >= hops:
-            return forwarded[-hops]
-    return request.remote_addr or ""
+    found = access.client(request.environ, current().config.signup.proxy_hops)
+    return "" if found == "-" else found
 
 
 def _refused(exc: Refused) -> Response:
