@@ -343,13 +343,21 @@ SUBSCRIBER_ACTIONS: dict[str, Callable[[App, argparse.Namespace], int]] = {
 
 def cmd_preview(config: Config, args: argparse.Namespace) -> int:
     from digest.compose import preview
+    from digest.filemodes import close_to_others, make_folder
 
+    day = args.date or date.today()
+    folder = args.out / day.isoformat()  # where `preview` writes: readers' digests, their owner's alone (0700)
     app = _app(config)
     try:
         synced = app.profiles.sync()
         problems = synced.problems
         chosen = app.profiles.chosen(app.profiles.roster(synced), args.subscriber)
-        results = preview(app.composer, chosen, args.date or date.today(), args.out)
+        try:
+            close_to_others(folder, "the preview folder")
+            make_folder(folder)
+        except OSError as exc:
+            raise UsageError(f"cannot write {folder}: {exc.strerror or exc}") from exc
+        results = preview(app.composer, chosen, day, args.out)
     finally:
         app.close()
     for composed, files in results:

@@ -1,4 +1,4 @@
-"""Files only their owner reads: the store, the sent journal and the outbox.
+"""Files only their owner reads: the store, the sent journal, the outbox, previews and subscriber exports.
 
 They hold subscribers' addresses, what each was sent and, without `DIGEST_SECRET`, the key that signs
 every unsubscribe and erase link; a store other local users can read lets any of them forge those links.

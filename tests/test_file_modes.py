@@ -26,7 +26,7 @@ from digest.delivery.handover import OutboxTransport
 from digest.errors import ConfigError
 from digest.store import Store
 
-from .conftest import DAY, SEEDS, SUBSCRIBERS, cli_env
+from .conftest import DAY, SEEDS, SUBSCRIBERS, cli_env, sample_site
 from .smtpd import Recorder, smtp_server
 
 DUE = {"ada@example.org", "alan@example.org", "grace@example.org", "margaret@example.org"}  # on DAY, a Friday
@@ -208,3 +208,47 @@ def test_a_store_that_cannot_be_made_is_one_line(tmp_path: Path, capsys):
     assert main(["--config", str(tmp_path / "digest.toml"), "status"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("digest: error: ") and err.count("\n") == 1 and "cannot be opened" in err, err
+
+
+@pytest.fixture
+def permissive(tmp_path: Path):
+    """The process under umask 000 (restored after), the working folder of the commands below."""
+    old = os.umask(0o000)
+    try:
+        yield tmp_path
+    finally:
+        os.umask(old)
+
+
+def test_an_export_of_the_subscribers_is_0600_whatever_the_umask(permissive: Path):
+    """`digest subscribers export --out` under umask 000 writes the list (every reader's address and interests)
+    0600; a file already there open to others is made 0600 as it is written over."""
+    from digest.cli import main
+
+    (permissive / "site").mkdir()
+    site = sample_site(permissive / "site")
+    made, kept = permissive / "list.csv", permissive / "old.csv"
+    kept.write_text("an earlier export\n")
+    kept.chmod(0o644)
+    for out in (made, kept):
+        assert main(["--config", str(site / "digest.toml"), "subscribers", "export", "--out", str(out)]) == 0
+        assert mode(out) == 0o600 and "ada@example.org" in out.read_text()
+
+
+def test_a_preview_makes_its_folders_0700_and_files_0600_whatever_the_umask(permissive: Path, capsys):
+    """`digest preview --out` under umask 000: the folder it makes, the date's folder and each digest's .html, .txt
+    and .eml (a reader's address and picks) are their owner's alone."""
+    from digest.cli import main
+
+    (permissive / "site").mkdir()
+    site = sample_site(permissive / "site")
+    config = ["--config", str(site / "digest.toml")]
+    assert main([*config, "ingest", "--date", DAY.isoformat()]) == 0
+    out = permissive / "previews" / "june"
+    assert main([*config, "preview", "--date", DAY.isoformat(), "--out", str(out),
+                 "--subscriber", "ada@example.org"]) == 0
+    files = sorted((out / DAY.isoformat()).iterdir())
+    assert [p.suffix for p in files] == [".eml", ".html", ".txt"]
+    assert [mode(p) for p in (permissive / "previews", out, out / DAY.isoformat())] == [0o700] * 3
+    assert [mode(p) for p in files] == [0o600] * 3
+    capsys.readouterr()
