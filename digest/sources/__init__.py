@@ -6,6 +6,7 @@ import gzip
 import itertools
 import json
 import logging
+import os
 import re
 import zlib
 from collections.abc import Callable, Iterator
@@ -16,7 +17,7 @@ from typing import BinaryIO, Protocol
 
 from digest.models import ParseResult, RecordError, mangled
 from digest.sources import arxivfeed, hfhtml, hfjson, jsonl, pagetext
-from digest.sources._fields import MAX_REFUSED, Reading, pieces
+from digest.sources._fields import MAX_REFUSED, Reading, SourceError, pieces
 from digest.sources._json import loads
 
 log = logging.getLogger("digest")
@@ -47,6 +48,9 @@ _GZIP_MAGIC = b"\x1f\x8b"
 # A page, an API response or a feed (a file after gunzip, or a fetched body) is parsed whole, so it is read only up
 # to this size; a papers JSONL file past it is read one line at a time. The real ones are 30 KB to 5 MB.
 MAX_DOCUMENT_BYTES = 20_000_000
+# What a gzip file may expand to: this many times its own size, and at least MAX_DOCUMENT_BYTES. Real ones expand
+# 2.5 to 5 times (the arXiv sample: 22.8 MB to 74 MB); gzip can reach 1,030 times (50 million blank lines in 48 KB).
+MAX_GUNZIP_RATIO = 100
 _HEAD_BYTES = 1_000_000  # what a large file's format is judged by
 _CHUNK = 1_000_000  # how much of an over-long line is read at a time, to be skipped
 # Enough lines to judge a JSONL file by without reading all of a large one.
@@ -56,15 +60,6 @@ _PAGE_TEXT = re.compile(
     r"|^·[ \t]*\r?\n[ \t]*[A-Z][a-z]{2,8} \d{1,2}\b",
     re.MULTILINE,
 )
-
-
-class SourceError(Exception):
-    """A whole source cannot be read (one bad record in it is a RecordError instead)."""
-
-    def __init__(self, source: str, reason: str) -> None:
-        super().__init__(f"{source}: {reason}")
-        self.source = source
-        self.reason = reason
 
 
 class UnknownFormat(SourceError):
@@ -176,10 +171,43 @@ def _not_utf8(raw: bytes, error: UnicodeDecodeError) -> str:
 Reader = Callable[[Callable[[int], bytes], int], bytes]  # read(stream.read, size), failures as SourceError
 
 
+def gunzip_limit(size: int) -> int:
+    """The most bytes a gzip file of `size` bytes may expand to."""
+    return max(MAX_GUNZIP_RATIO * size, MAX_DOCUMENT_BYTES)
+
+
+class _Gunzip(gzip.GzipFile):
+    """A gzip file read up to `gunzip_limit` of its size: reading more is a SourceError naming it."""
+
+    def __init__(self, raw: BinaryIO, path: Path) -> None:
+        super().__init__(fileobj=raw)
+        self.path, self.size = path, os.fstat(raw.fileno()).st_size
+        self.limit = gunzip_limit(self.size)
+
+    def read(self, size: int | None = -1) -> bytes:
+        return self._within(super().read(self._room(size)))
+
+    def readline(self, size: int | None = -1) -> bytes:
+        return self._within(super().readline(self._room(size)))
+
+    def _room(self, size: int | None) -> int:
+        """`size`, cut to one byte past the limit (at least one byte is left: `_within` refused the file before)."""
+        room = self.limit + 1 - self.tell()
+        return room if size is None or size < 0 else min(size, room)
+
+    def _within(self, data: bytes) -> bytes:
+        if self.tell() > self.limit:
+            raise SourceError(str(self.path), f"gunzipped, it passes {self.limit:,} bytes: a gzip file may expand to "
+                                              f"{MAX_GUNZIP_RATIO} times its {self.size:,} bytes and at least to "
+                                              f"{MAX_DOCUMENT_BYTES:,} (real ones: 2.5 to 5 times); nothing from it "
+                                              "was stored")
+        return data
+
+
 @contextmanager
 def _open(path: Path) -> Iterator[tuple[BinaryIO, Reader]]:
-    """The file's bytes as a stream (gunzipped when they are gzip, whatever the extension says), and the way to
-    read from it that turns a read failure into a SourceError naming the file."""
+    """The file's bytes as a stream (gunzipped when they are gzip, whatever the extension says, and then up to
+    `gunzip_limit`), and the way to read from it that turns a read failure into a SourceError naming the file."""
     def safely(read: Callable[[int], bytes], size: int) -> bytes:
         try:
             return read(size)
@@ -191,15 +219,15 @@ def _open(path: Path) -> Iterator[tuple[BinaryIO, Reader]]:
     gzipped = False
     try:
         raw = path.open("rb")
-    except OSError as error:
-        raise SourceError(str(path), f"cannot read: {error.strerror or error}") from error
+    except (OSError, ValueError) as error:  # ValueError: a NUL in the path (a `file` source's setting can hold one)
+        raise SourceError(str(path), f"cannot read: {getattr(error, 'strerror', None) or error}") from error
     with raw:
         gzipped = safely(raw.read, 2) == _GZIP_MAGIC
         raw.seek(0)
         if not gzipped:
             yield raw, safely
             return
-        with gzip.GzipFile(fileobj=raw) as stream:
+        with _Gunzip(raw, path) as stream:
             yield stream, safely
 
 

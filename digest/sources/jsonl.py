@@ -31,7 +31,8 @@ _ID_PREFIX = re.compile(r"^(?:arxiv:|https?://arxiv\.org/(?:abs|pdf)/)", re.IGNO
 
 
 def parse(text: str, source: str, *, seen_on: date) -> ParseResult:
-    """Papers of a JSONL text; a bad line gives a RecordError with its line number, blank lines are skipped."""
+    """Papers of a JSONL text; a bad line gives a RecordError with its line number, blank lines are skipped (too
+    many of them refuse the text whole: SourceError)."""
     return parse_lines(enumerate(split_lines(text), start=1), Reading(source), seen_on=seen_on)
 
 
@@ -42,6 +43,7 @@ def parse_lines(lines: Iterable[tuple[int, str]], reading: Reading, *, seen_on: 
     read: dict[bytes, Paper] = {}
     for number, line in lines:
         if not line.strip():
+            reading.skip_blank(number)
             continue
         key = hashlib.blake2b(line.encode("utf-8", "surrogatepass"), digest_size=16).digest()
         if key in read:

@@ -4,13 +4,16 @@ fuzzed. One bad record or file never stops the others, never reaches the store, 
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import os
+import random
 import sqlite3
 import subprocess
 import sys
 import textwrap
+import zlib
 from dataclasses import replace
 from datetime import date
 from pathlib import Path
@@ -19,12 +22,22 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from digest.app import App
 from digest.errors import FetchError
 from digest.models import NOT_TEXT, Paper, ParseResult
-from digest.sources import MAX_DOCUMENT_BYTES, SourceError, parse_bytes, parse_file, vet
+from digest.sources import (
+    MAX_DOCUMENT_BYTES,
+    MAX_GUNZIP_RATIO,
+    SourceError,
+    gunzip_limit,
+    parse_bytes,
+    parse_file,
+    vet,
+)
 from digest.sources._fields import (
     MAX_ABSTRACT_CHARS,
     MAX_AUTHORS,
+    MAX_BLANK_LINES,
     MAX_MARKUP,
     MAX_NAME_CHARS,
     MAX_REFUSED,
@@ -173,18 +186,20 @@ BIG = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_a_50_mb_record_a_gzip_bomb_and_an_oversized_page_are_refused_with_flat_memory(tmp_path):
-    """The issue's 50 MB record (84 s and 22.4 GB), a gzip file holding 200 MB on one line, and a 25 MB API JSON
-    file: each refused in one line, the good records around them read, in a process that never holds any of them
-    (its peak stays near what Python and the parsers need)."""
+    """The issue's 50 MB record (84 s and 22.4 GB), a gzip file holding 200 MB on one line (46 times its size, so
+    within what it may expand to), and a 25 MB API JSON file: each refused in one line, the good records around
+    them read, in a process that never holds any of them (its peak stays near what Python and the parsers need)."""
     good = [json.dumps({"title": f"Good {i}", "abstract": "Fine."}) for i in range(4)]
     record = tmp_path / "record_50MB.jsonl"
     huge = json.dumps({"title": "Huge", "abstract": "word " * 10_000_000})
     record.write_text(f"{good[0]}\n{huge}\n{good[1]}\n")
     bomb = tmp_path / "bomb.jsonl.gz"
+    megabyte = bytearray(1_000_000)  # NULs with a letter in every hundred bytes: 200 MB of NULs alone gzip 230 times
+    megabyte[::100] = random.Random(0).choices(b"abcdefghijklmnopqrstuvwxyz", k=10_000)
     with gzip.open(bomb, "wb", compresslevel=1) as out:
         out.write(f"{good[2]}\n".encode())
         for _ in range(200):
-            out.write(b"\0" * 1_000_000)
+            out.write(megabyte)
         out.write(f"\n{good[3]}\n".encode())
     page = tmp_path / "page.json"
     page.write_text(json.dumps([{"paper": {"id": "2511.00001", "title": "T", "summary": "x" * 25_000_000}}]))
@@ -265,6 +280,94 @@ def test_a_page_feed_or_api_file_is_read_up_to_the_document_limit(tmp_path):
     assert [p.title for p in parse_file(at, seen_on=DAY).papers] == ["T"]
     with pytest.raises(SourceError, match="larger than 20,000,000 bytes, and only papers JSONL is read past that size"):
         parse_file(past, seen_on=DAY)
+
+
+# -- what a gzip file may expand to, and blank lines ------------------------------------------------------------
+
+def gzip_members(path: Path, *members: tuple[bytes, int]) -> Path:
+    """`path` written as gzip members: each (its bytes, compressed once) repeated its count. A gzip reader reads on
+    from one member to the next, so a file of gigabytes costs milliseconds to make."""
+    with path.open("wb") as out:
+        for data, times in members:
+            packed = gzip.compress(data, compresslevel=9)
+            for _ in range(times):
+                out.write(packed)
+    return path
+
+
+def gunzip_refusal(path: Path) -> str:
+    """The one line that refuses `path` for expanding past what its size allows."""
+    size = path.stat().st_size
+    return (f"{path}: gunzipped, it passes {gunzip_limit(size):,} bytes: a gzip file may expand to {MAX_GUNZIP_RATIO} "
+            f"times its {size:,} bytes and at least to {MAX_DOCUMENT_BYTES:,} (real ones: 2.5 to 5 times); nothing "
+            "from it was stored")
+
+
+def test_a_gzip_of_50_million_blank_lines_is_refused_in_one_line_and_the_other_files_go_in(make_config, tmp_path):
+    """A 48 KB gzip file of a record, 50 million blank lines and a record (58 s of skipping blank lines, and 500
+    million ran past 300 s) is refused once it passes what a gzip file of its size may expand to, in one line naming
+    it, and the ingest goes on: the file beside it goes in."""
+    bomb = tmp_path / "blank.jsonl.gz"
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)  # 31: gzip framing
+    with bomb.open("wb") as out:
+        out.write(packer.compress(jsonl_line(title="Before").encode() + b"\n"))
+        for _ in range(50):
+            out.write(packer.compress(b"\n" * 1_000_000))
+        out.write(packer.compress(jsonl_line(title="After").encode() + b"\n") + packer.flush())
+    good = tmp_path / "good.jsonl"
+    good.write_text(jsonl_line(title="Good") + "\n")
+    app = App(make_config(select={"text_model": False}))
+    report = app.ingest([bomb, good], seen_on=DAY)
+    assert [str(error) for error in report.errors] == [gunzip_refusal(bomb)]
+    assert bomb.stat().st_size < 50_000 and "passes 20,000,000 bytes" in str(report.errors[0])
+    assert report.files == 1 and [paper.title for paper in app.store.all_papers()] == ["Good"]
+    app.close()
+
+
+def test_blank_lines_are_skipped_to_their_limit_and_refuse_the_file_past_it(tmp_path):
+    """MAX_BLANK_LINES blank lines more than the records read are skipped; one more refuses the file whole in one
+    line, whether it is read whole or a line at a time (past MAX_DOCUMENT_BYTES: 25 million blank lines in a plain
+    file, or the 486 KB gzip file of 500 million, which ran past 300 s, refused at line 1,003); a blank line after
+    every record, however many records, is never too many."""
+    record = jsonl_line()
+    assert len(one(record + "\n" * (1 + MAX_BLANK_LINES)).papers) == 1  # (the last newline ends the record's line)
+    refused = "over 1,000 blank lines more than the records read, by line 1,003: not papers JSONL; nothing from it " \
+              "was stored"
+    with pytest.raises(SourceError) as error:
+        one(record + "\n" * (2 + MAX_BLANK_LINES))
+    assert str(error.value) == f"f.jsonl: {refused}"
+    spaced = "".join(jsonl_line(title=f"T{i}") + "\n\n" for i in range(3 * MAX_BLANK_LINES))
+    assert len(one(spaced).papers) == 3 * MAX_BLANK_LINES
+    plain = tmp_path / "blank.jsonl"
+    plain.write_bytes(record.encode() + b"\n" * 25_000_000)
+    bomb = gzip_members(tmp_path / "blank.jsonl.gz", (record.encode(), 1), (b"\n" * 10_000_000, 50))
+    assert bomb.stat().st_size < 500_000
+    for path in (plain, bomb):
+        with pytest.raises(SourceError) as error:
+            parse_file(path, seen_on=DAY)
+        assert str(error.value) == f"{path}: {refused}"
+
+
+def test_a_gzip_file_is_read_to_what_its_size_allows_and_refused_past_it(tmp_path):
+    """A gzip file may expand to MAX_GUNZIP_RATIO times its size, and at least to MAX_DOCUMENT_BYTES: one giving
+    exactly 20,000,000 bytes is read and a byte more is refused; a 22.5 MB file of records that compress as real
+    ones do (here 1.3 times) is read a line at a time; one of records repeated, 100 MB from 900 KB, is refused in
+    one line naming it, having read no more than it may give and a byte (each of these was read to its end)."""
+    repeated = (padded(99_999) + "\n").encode()
+    at = gzip_members(tmp_path / "at.jsonl.gz", (repeated, 200))
+    over = gzip_members(tmp_path / "over.jsonl.gz", (repeated, 200), (b"\n", 1))
+    assert len(parse_file(at, seen_on=DAY).papers) == 200
+    with pytest.raises(SourceError) as error:
+        parse_file(over, seen_on=DAY)
+    assert str(error.value) == gunzip_refusal(over)
+    noise = jsonl_line(pad=base64.b64encode(random.Random(0).randbytes(675_000)).decode()).encode() + b"\n"
+    real = gzip_members(tmp_path / "real.jsonl.gz", (noise, 25))
+    assert len(parse_file(real, seen_on=DAY).papers) == 25
+    bomb = gzip_members(tmp_path / "bomb.jsonl.gz", (noise, 1), ((padded(999_999) + "\n").encode() * 10, 10))
+    with pytest.raises(SourceError) as error:
+        parse_file(bomb, seen_on=DAY)
+    assert str(error.value) == gunzip_refusal(bomb)
+    assert MAX_DOCUMENT_BYTES < gunzip_limit(bomb.stat().st_size) < 100_000_000
 
 
 @pytest.mark.slow
