@@ -5,6 +5,7 @@ from __future__ import annotations
 import email
 import json
 import logging
+import re
 import socket
 import subprocess
 import sys
@@ -21,9 +22,11 @@ import pytest
 from digest import daily
 from digest.app import App
 from digest.compose import preview
+from digest.config import build_config
 from digest.delivery.owners import Owner
 
 from .conftest import DAY, SEEDS
+from .http_server import Reply, ScriptedServer
 
 API_JSON = Path(__file__).resolve().parent / "fixtures" / "hf_daily_papers_2026-06-12.json"
 
@@ -362,3 +365,42 @@ def test_a_pool_lets_its_term_counts_go_once_indexed_and_analyses_them_again_ali
     other = pool.index(weight + 1.0)
     assert (other.matrix != Index(kept, pool.corpus, weight + 1.0).matrix).nnz == 0
     assert isinstance(kept, Fields) and pool._fields is None  # noqa: SLF001
+
+
+# What a Retry-After may hold that is neither ASCII seconds nor an HTTP date, and a date far in the future.
+RETRY_AFTERS = {"superscript": "²", "arabic": "٣", "plus": "+5", "minus": "-1", "exponent": "1e3",
+                "5000 digits": "9" * 5000, "empty": "", "year 9999": "Fri, 31 Dec 9999 23:59:59 GMT",
+                "20-digit year": "Fri, 31 Dec 99999999999999999999 23:59:59 GMT"}
+
+
+def test_a_source_answering_429_with_any_retry_after_fails_alone_and_every_due_digest_is_sent(make_config,
+                                                                                              tmp_path):
+    """`digest run` with `[[sources]]` that answer 429 forever, each with a Retry-After of its own ('²' passed
+    str.isdigit() and then failed float(), the 20-digit year overflowed the date: either ended the run in a
+    traceback and sent nothing): each source fails in one line naming it, the one asking to wait until 9999 at once
+    without waiting, and every due digest is still sent from what the store already holds; the run is failed."""
+    scripts = {f"/{n}": [Reply(status=429, body=b"slow down", content_type="text/plain",
+                               headers={"Retry-After": value.encode().decode("latin-1")})]  # its UTF-8 bytes
+               for n, value in enumerate(RETRY_AFTERS.values())}
+    with ScriptedServer(scripts) as server:
+        config = make_config(fetch={"timeout": 5, "retries": 1, "backoff": 0})  # max_wait: the default, 120 s
+        config.sources = build_config({"sources": [{"kind": "hf_daily", "name": name, "url": server.url(f"/{n}")}
+                                                   for n, name in enumerate(RETRY_AFTERS)]}, base=tmp_path).sources
+        app = App(config)
+        app.ingest([SEEDS], seen_on=DAY)
+        report = daily.run(app, datetime.now(), DAY)
+        hits = [server.hits(f"/{n}") for n in range(len(RETRY_AFTERS))]
+    lines = [o.line() for o in report.fetched.outcomes]
+    far = lines.pop(7)
+    assert re.fullmatch(rf"year 9999: failed: {re.escape(server.url('/7'))}: HTTP 429 Too Many Requests; asked to "
+                        r"retry after \d{12} s", far)
+    assert lines == [f"{name}: failed: {server.url(f'/{n}')}: HTTP 429 Too Many Requests (gave up after 2 attempts)"
+                     for n, name in enumerate(RETRY_AFTERS) if name != "year 9999"]
+    assert hits == [2, 2, 2, 2, 2, 2, 2, 1, 2]
+    assert report.fetched.summary() == "fetched 9 sources (9 failed): 0 records, 0 new papers, 0 record errors"
+    [sent] = report.sends
+    assert (sent.count("sent"), sent.count("failed")) == (4, 0)
+    assert [f.name for f in outbox_files(app)] == ["ada@example.org.eml", "alan@example.org.eml",
+                                                    "grace@example.org.eml", "margaret@example.org.eml"]
+    assert report.failed and app.store.recent_runs(1)[0].status == "failed"  # `digest run` exits 1
+    app.close()

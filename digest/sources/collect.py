@@ -1,12 +1,14 @@
 """Collect: fetch every configured source and merge what it gave into the store, one source at a time.
 
-A source that fails (unreachable, refusing, wrong content) is recorded and reported, and the others
-still count. Each source's outcome is kept in the store for `digest status`, with the validators
-that make its next fetch conditional.
+A source that fails (unreachable, refusing, wrong content, or an error nobody foresaw in its fetch or
+parse) is recorded and reported in one line, and the others still count: a failing source never stops the
+send of what the store already holds. Each source's outcome is kept in the store for `digest status`,
+with the validators that make its next fetch conditional.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -18,6 +20,7 @@ from digest.sources.fetch import Fetcher, Validators
 from digest.sources.live import SourceResult, SourceSpec, read_source
 from digest.store import FetchRecord, Store
 
+log = logging.getLogger("digest")
 
 @dataclass(frozen=True)
 class SourceOutcome:
@@ -76,9 +79,13 @@ def _one(store: Store, spec: SourceSpec, fetcher: Fetcher, day: date, new_papers
         result = read_source(spec, day, fetcher, have)
     except (FetchError, SourceError) as exc:
         attempts = exc.attempts if isinstance(exc, FetchError) else 1
-        reason = exc.reason
-        store.record_fetch(FetchRecord(spec.label, url, now, "failed", 0, 0, attempts, reason))
-        return SourceOutcome(spec.label, "failed", detail=f"{getattr(exc, 'url', None) or url}: {reason}")
+        return _failed(store, FetchRecord(spec.label, url, now, "failed", 0, 0, attempts, exc.reason),
+                       getattr(exc, "url", None) or url)
+    except Exception as exc:  # a bug, or a library's error on input nobody foresaw: this source fails, not the run
+        log.debug("source %s failed", spec.label, exc_info=True)
+        reason = (f"an unexpected error ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); nothing from "
+                  "it was stored (--debug shows where)")
+        return _failed(store, FetchRecord(spec.label, url, now, "failed", 0, 0, 1, reason), url)
     counts = store.add_papers(result.parsed.papers, seen_on=day)
     if counts.new:
         new_papers.extend(result.parsed.papers)
@@ -86,6 +93,11 @@ def _one(store: Store, spec: SourceSpec, fetcher: Fetcher, day: date, new_papers
     store.record_fetch(_record(spec, url, now, outcome, result))
     return SourceOutcome(spec.label, outcome, len(result.parsed.papers), counts.new, counts.updated,
                          result.parsed.errors)
+
+
+def _failed(store: Store, record: FetchRecord, where: str) -> SourceOutcome:
+    store.record_fetch(record)
+    return SourceOutcome(record.source, "failed", detail=f"{where}: {record.detail}")
 
 
 def _record(spec: SourceSpec, url: str, now: datetime, outcome: str, result: SourceResult) -> FetchRecord:

@@ -2,9 +2,11 @@
 
 One `Fetcher` per run holds one HTTP client (connections are reused across sources). A 429 or 5xx
 reply, a timeout, a dropped connection or a body cut short is retried with exponential backoff,
-waiting as long as the server's Retry-After asks when that is within `max_wait`; any other 4xx,
-or a body of the wrong content type, fails at once. Validators (ETag, Last-Modified) from the last
-good fetch make the request conditional, so an unchanged page costs a 304 and no parsing.
+waiting as long as the server's Retry-After asks when that is within `max_wait` (a longer one fails the
+source at once; one that is neither ASCII seconds nor an HTTP date is ignored and the backoff used); any
+other 4xx, a body of the wrong content type, a redirect loop or a body its Content-Encoding does not
+decode fails at once. Validators (ETag, Last-Modified) from the last good fetch make the request
+conditional, so an unchanged page costs a 304 and no parsing.
 """
 
 from __future__ import annotations
@@ -94,6 +96,8 @@ class Fetcher:
                         return Fetched(url, body, False, _validators(response), attempt)
             except httpx.TransportError as exc:  # timeouts, refused or dropped connections, short bodies
                 problem, wait = _describe(exc), self._backoff(attempt)
+            except httpx.HTTPError as exc:  # redirects in a loop, a body its Content-Encoding does not decode
+                raise FetchError(url, _describe(exc), attempt) from exc
             else:
                 problem = f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
                 if response.status_code not in RETRY_STATUSES:
@@ -137,19 +141,25 @@ def _retry_after(response: httpx.Response) -> float | None:
     seconds = whole(value)
     if seconds is not None:
         return float(seconds)
-    try:
+    try:  # a year or hour of 20 digits is an OverflowError, a year past 9999 a ValueError
         when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        return max((when - datetime.now(UTC)).total_seconds(), 0.0)
+    except (TypeError, ValueError, OverflowError):
         return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max((when - datetime.now(UTC)).total_seconds(), 0.0)
 
 
-def _describe(exc: httpx.TransportError) -> str:
-    """A short reason for a transport failure."""
+def _describe(exc: httpx.HTTPError) -> str:
+    """A short reason for a failed request, on one line."""
     if isinstance(exc, httpx.TimeoutException):
         return f"timed out ({exc.__class__.__name__})"
     if isinstance(exc, httpx.RemoteProtocolError):
-        return f"connection broken: {exc}"
-    return f"{exc.__class__.__name__}: {exc}"
+        return f"connection broken: {_one_line(exc)}"
+    if isinstance(exc, httpx.DecodingError):
+        return f"the body cannot be decoded as its Content-Encoding says: {_one_line(exc)}"
+    return f"{exc.__class__.__name__}: {_one_line(exc)}"
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())[:300]

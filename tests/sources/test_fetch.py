@@ -9,11 +9,12 @@ from __future__ import annotations
 from datetime import date
 from pathlib import Path
 
+import httpx
 import pytest
 
 from digest.errors import FetchError
 from digest.sources.collect import collect
-from digest.sources.fetch import Fetcher, FetchPolicy, Validators
+from digest.sources.fetch import Fetched, Fetcher, FetchPolicy, Validators
 from digest.sources.live import SourceSpec
 from digest.store import Store
 
@@ -68,13 +69,55 @@ def test_5xx_backs_off_exponentially_and_gives_up():
     assert "HTTP 500" in str(err.value) and "3 attempts" in str(err.value) and err.value.attempts == 3
 
 
-def test_retry_after_beyond_max_wait_fails_without_waiting():
-    """A server asking for an hour's pause fails this run at once instead of blocking it."""
+@pytest.mark.parametrize(("value", "asked"), [("3600", "3600"), ("999999999999999999", "1000000000000000000"),
+                                             ("Fri, 31 Dec 9999 23:59:59 GMT", r"\d{12}")])
+def test_retry_after_beyond_max_wait_fails_without_waiting(value, asked):
+    """A server asking for an hour's pause, or one until the year 9999, fails this run at once instead of blocking
+    it (max_wait caps every wait)."""
     waits = Waits()
-    reply = Reply(status=503, body=b"", content_type="text/plain", headers={"Retry-After": "3600"})
-    with ScriptedServer({"/api": [reply]}) as server, pytest.raises(FetchError, match="retry after 3600"):
+    reply = Reply(status=503, body=b"", content_type="text/plain", headers={"Retry-After": value})
+    with ScriptedServer({"/api": [reply]}) as server, pytest.raises(FetchError, match=f"retry after {asked} s$"):
         fetcher(waits, max_wait=60).get(server.url("/api"), accept=JSON)
     assert waits == [] and server.hits("/api") == 1
+
+
+# What a Retry-After may hold that is neither ASCII seconds nor an HTTP date: str.isdigit() is true of the first two
+# and of the 5,000 digits (float() makes those infinite); the dates' year or hour does not fit a datetime.
+NOT_A_WAIT = ["²", "٣", "+5", "-1", "1e3", "9" * 5000, "", "Fri, 31 Dec 99999999999999999999 23:59:59 GMT",
+              "Fri, 31 Dec 2030 99999999999999999999:59:59 GMT", "Fri, 31 Dec 99999 23:59:59 GMT"]
+
+
+def utf8(value: str) -> str:
+    """A header value that the test server (which writes headers as Latin-1) sends as `value`'s UTF-8 bytes, as a
+    server written in another language would; httpx reads them back as `value`."""
+    return value.encode().decode("latin-1")
+
+
+@pytest.mark.parametrize("value", NOT_A_WAIT, ids=range(len(NOT_A_WAIT)))
+def test_a_retry_after_that_is_no_number_nor_date_is_ignored_and_the_backoff_used(value):
+    """Such a Retry-After is no wait at all: the fetch backs off as after a 429 without one and retries."""
+    waits = Waits()
+    slow_down = Reply(status=429, body=b"slow down", content_type="text/plain", headers={"Retry-After": utf8(value)})
+    with ScriptedServer({"/api": [slow_down, Reply(body=API)], "/said": [slow_down]}) as server:
+        assert httpx.get(server.url("/said")).headers["Retry-After"] == value  # what the fetch is told
+        got = fetcher(waits).get(server.url("/api"), accept=JSON)
+    assert got.body == API and got.attempts == 2 and waits == [0.5] and server.hits("/api") == 2
+
+
+def test_a_redirect_loop_or_a_body_that_does_not_decode_fails_at_once_in_one_line():
+    """Redirects without end, and a body sent as gzip that is not, are FetchErrors naming the URL (they escaped as
+    httpx's own errors and stopped the run), not retried."""
+    script = {"/loop": [Reply(status=302, content_type="text/plain", headers={"Location": "/loop"})],
+              "/gzip": [Reply(body=b"[] but not gzip", headers={"Content-Encoding": "gzip"})]}
+    with ScriptedServer(script) as server:
+        with pytest.raises(FetchError) as loop:
+            fetcher().get(server.url("/loop"), accept=JSON)
+        with pytest.raises(FetchError) as gzip:
+            fetcher().get(server.url("/gzip"), accept=JSON)
+    assert str(loop.value) == f"{server.url('/loop')}: TooManyRedirects: Exceeded maximum allowed redirects."
+    assert str(gzip.value) == (f"{server.url('/gzip')}: the body cannot be decoded as its Content-Encoding says: "
+                               "Error -3 while decompressing data: incorrect header check")
+    assert server.hits("/gzip") == 1 and server.hits("/loop") == 21  # the first request and httpx's 20 redirects
 
 
 def test_slow_server_times_out_and_is_retried():
@@ -142,6 +185,53 @@ def test_a_failing_source_does_not_stop_the_others(store):
     down = store.last_fetch("down")
     assert down.result == "failed" and "HTTP 500" in down.detail and down.attempts == 3
     assert "1 failed" in report.summary()
+
+
+class Buggy(Fetcher):
+    """A fetcher with a bug on one URL: an error nobody wrote an `except` for."""
+
+    def get(self, url: str, **kwargs) -> Fetched:
+        if url.endswith("/bug"):
+            raise KeyError("a bug\non two lines")
+        return super().get(url, **kwargs)
+
+
+def test_whatever_fails_in_a_source_fails_that_source_alone_in_one_line(store):
+    """Each of these stopped the whole fetch (and the run, and every send) with a traceback: a Retry-After date whose
+    year does not fit a datetime, redirects without end, a body its Content-Encoding does not decode, a `file`
+    source whose path holds a NUL (TOML lets one in as \\u0000), and any error nobody foresaw. Each is now its
+    source's failure (the file: an error of its source), in one line naming it and the URL or path; the sources
+    around them are stored."""
+    overflow = "Fri, 31 Dec 99999999999999999999 23:59:59 GMT"
+    scripts = {"/api": [Reply(body=API)], "/atom": [Reply(body=ATOM, content_type="application/atom+xml")],
+               "/overflow": [Reply(status=429, content_type="text/plain", headers={"Retry-After": overflow})],
+               "/loop": [Reply(status=302, content_type="text/plain", headers={"Location": "/loop"})],
+               "/gzip": [Reply(body=b"not gzip", headers={"Content-Encoding": "gzip"})],
+               "/bug": [Reply(body=API)]}
+    with ScriptedServer(scripts) as server:
+        specs = [SourceSpec("hf_daily", name="api", url=server.url("/api")),
+                 SourceSpec("hf_daily", name="overflow", url=server.url("/overflow")),
+                 SourceSpec("hf_daily", name="loop", url=server.url("/loop")),
+                 SourceSpec("hf_daily", name="gzip", url=server.url("/gzip")),
+                 SourceSpec("file", name="nul", path="seeds\0.txt"),
+                 SourceSpec("hf_daily", name="bug", url=server.url("/bug")),
+                 SourceSpec("arxiv", name="atom", url=server.url("/atom"))]
+        buggy = Buggy(FetchPolicy(timeout=2.0, retries=1, backoff=0), sleep=Waits())
+        report = collect(store, specs, buggy, DAY)
+        buggy.close()
+    assert [o.line() for o in report.outcomes[1:-1]] == [
+        f"overflow: failed: {server.url('/overflow')}: HTTP 429 Too Many Requests (gave up after 2 attempts)",
+        f"loop: failed: {server.url('/loop')}: TooManyRedirects: Exceeded maximum allowed redirects.",
+        f"gzip: failed: {server.url('/gzip')}: the body cannot be decoded as its Content-Encoding says: Error -3 while "
+        "decompressing data: incorrect header check",
+        "nul: 0 records, 0 new, 0 updated, 1 errors",  # a file a `file` source cannot read is an error of it
+        f"bug: failed: {server.url('/bug')}: an unexpected error (KeyError: 'a bug\\non two lines'); nothing from it "
+        "was stored (--debug shows where)"]
+    assert [str(e) for e in report.outcomes[4].errors] == ["seeds\0.txt: cannot read: embedded null byte"]
+    assert [(o.label, o.result) for o in report.outcomes[::6]] == [("api", "ok"), ("atom", "ok")]
+    assert store.count_papers() == report.outcomes[0].new + report.outcomes[-1].new > 30
+    assert store.last_fetch("bug").result == "failed" and "KeyError" in store.last_fetch("bug").detail
+    assert "(4 failed)" in report.summary()
 
 
 def test_second_run_is_conditional_and_reports_not_modified(store):
