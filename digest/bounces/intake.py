@@ -2,14 +2,18 @@
 
 Each report is matched to the digest it is about by what only a real digest carries: the tagged
 return path it was sent back to (`delivery.return_path`) or the original's Message-ID, both made
-with the store's key and found in the send log, or the original's List-Unsubscribe link (an
-authenticated token). A report naming one of our subscribers by address alone, or by a Message-ID
-of the unkeyed kind earlier versions sent (which anyone can compute) for a digest older than
-`web.link_days`, could be forged by anyone: it is recorded, counted as unmatched and suppresses
-nobody. A hard bounce suppresses the address at once, soft bounces of `bounces.soft_limit` digests
-within `bounces.soft_window_days` do, and a complaint unsubscribes. Every report is recorded with
-what it did in one transaction, so reading the same mailbox again changes nothing and counts nothing
-twice; a message that cannot be read is recorded too, so it is reported once.
+with the store's key, found on a row of the send log whose digest was sent (the row names the
+subscriber and the date). Nothing else names a digest. The original's List-Unsubscribe link is
+authentic, but every digest's footer carries it and anyone a digest was forwarded to holds it (and
+its date): a report quoting it, with or without an X-Digest-Date, matches nothing. Nor does one
+naming a subscriber by address alone, or by a Message-ID of the unkeyed kind earlier versions sent
+(which anyone can compute) for a digest older than `web.link_days`, nor one quoting the Message-ID
+of a digest that was never sent. Such a report is recorded, counted as unmatched with why, and
+suppresses nobody. A hard bounce suppresses the address at once, soft bounces of
+`bounces.soft_limit` digests within `bounces.soft_window_days` do, and a complaint unsubscribes.
+Every report is recorded with what it did and its evidence (the sent digest it matched and by what,
+or why it matched none) in one transaction, so reading the same mailbox again changes nothing and
+counts nothing twice; a message that cannot be read is recorded too, so it is reported once.
 """
 
 from __future__ import annotations
@@ -71,12 +75,43 @@ class BounceSummary:
                 f"{c['ignored']}, already processed {c['seen']}; suppressed {len(self.suppressed)}")
 
 
-MAX_IDS = 20  # Message-IDs, tags and links of one report looked up (a report quotes one of each)
+MAX_IDS = 20  # Message-IDs and tags of one report looked up (a report quotes one of each)
+MAX_QUOTED = 3  # unsubscribe links and X-Digest-Dates of one report read for its evidence (a digest has one of each)
+
+
+@dataclass(frozen=True)
+class Match:
+    """The sent digest a report is about, and what in the report named it."""
+
+    subscriber: str  # as the send log has it
+    day: date  # the digest's date, from the send log (never from the report)
+    by: str  # "Message-ID" | "return path"
+    quoted: str  # the Message-ID or the return-path address the report carried (a MAC: they name nobody)
+
+    @property
+    def evidence(self) -> str:
+        """As the report's record keeps it (no address: the bounce rows name the subscriber, and erasing an address
+        rewrites those)."""
+        return f"matched by the {self.by} {self.quoted}: the digest of {self.day} the send log has as sent"
+
+    @property
+    def short(self) -> str:
+        """As the suppression's reason ends."""
+        return f"the digest of {self.day}, matched by its {self.by}"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What the matcher made of a report: the sent digest it names, or why it names none."""
+
+    match: Match | None
+    why: str = ""  # why no digest (names no address: it is kept with the report)
+    named: tuple[str, ...] = ()  # subscribers the report names by their unsubscribe links (for the operator's note)
 
 
 @dataclass(frozen=True)
 class Matcher:
-    """Finds the digest (subscriber, date) a report is about, from identifiers only a real digest carries."""
+    """Finds the sent digest (subscriber, date) a report is about, from identifiers only a real digest carries."""
 
     store: Store
     signer: Signer
@@ -84,47 +119,76 @@ class Matcher:
     from_address: str
     old_ids_until: date  # an unkeyed Message-ID (earlier versions') names a digest dated on or after this
 
-    def digest(self, report: Report) -> tuple[str, date | None] | None:
-        """The digest named by the report's return path, the original's Message-ID or its unsubscribe link."""
-        ids = list(report.message_ids)
+    def find(self, report: Report) -> Finding:
+        """The sent digest named by the report's return path or the original's Message-ID; else why none is."""
+        tags: dict[str, str] = {}
         if self.return_path:
-            ids = [m for a in report.addresses if (m := message_id_of(a, self.return_path, self.from_address))] + ids
-        for subscriber, day, message_id in self.store.sent_digests(ids[:MAX_IDS]):
-            if is_keyed(message_id) or day >= self.old_ids_until:
-                return subscriber, day
-        for link in report.unsubscribe_links[:MAX_IDS]:
+            for address in report.addresses:
+                if found := message_id_of(address, self.return_path, self.from_address):
+                    tags.setdefault(found, address)
+        ids = list(dict.fromkeys([*tags, *report.message_ids]))[:MAX_IDS]
+        rows = {message_id: (subscriber, day, status)
+                for subscriber, day, message_id, status in self.store.sent_digests(ids)}
+        why = []
+        for message_id in ids:
+            quoted = f"return path {tags[message_id]}" if message_id in tags else f"Message-ID {message_id}"
+            if message_id not in rows:
+                why.append(f"the {quoted} is no digest in the send log")
+                continue
+            subscriber, day, status = rows[message_id]
+            if status != "sent":
+                why.append(f"the {quoted} is a digest of {day} never sent (the send log has it {status})")
+            elif not is_keyed(message_id) and day < self.old_ids_until:
+                why.append(f"the {quoted} is of the unkeyed kind (anyone can compute it) and its digest of {day} is "
+                           f"older than web.link_days")
+            else:
+                by = "return path" if message_id in tags else "Message-ID"
+                return Finding(Match(subscriber, day, by, tags.get(message_id, message_id)))
+        links, named = self._links(report)
+        return Finding(None, "; ".join(why + links) or "it quotes no Message-ID, return path or link of ours", named)
+
+    def _links(self, report: Report) -> tuple[list[str], tuple[str, ...]]:
+        """What the report's List-Unsubscribe links and X-Digest-Date say, and why they name no digest; the
+        subscribers the links name."""
+        said, named = [], []
+        dates = [d for d in report.digest_dates if d][:MAX_QUOTED]
+        for link in report.unsubscribe_links[:MAX_QUOTED]:
             try:
                 token = self.signer.check("unsubscribe", urlsplit(link).path.rstrip("/").rpartition("/")[2])
             except BadToken:
+                said.append("it quotes an unsubscribe link that is not ours (altered, or made without our key)")
                 continue
-            return token.email, _day(report.digest_dates) or token.issued
-        return None
+            named.append(token.email.lower())
+            sent = [f"{d}: {self._sent(token.email, d)}" for d in dates]
+            said.append("it quotes a subscriber's unsubscribe link"
+                        + (f" and X-Digest-Date {', '.join(sent)}" if sent else "")
+                        + "; a link names no digest: every digest's footer carries it, so anyone a digest was "
+                          "forwarded to holds it")
+        return said, tuple(dict.fromkeys(named))
 
-
-def _day(values: Iterable[str]) -> date | None:
-    for value in values:
+    def _sent(self, email: str, value: str) -> str:
         try:
-            return date.fromisoformat(value)
+            day = date.fromisoformat(value.strip())
         except ValueError:
-            continue
-    return None
+            return "not a date"
+        status = self.store.digest_status(email, day)
+        if status is None:
+            return "no digest of that date was sent to them"
+        return "a digest of that date was sent to them" if status == "sent" else f"never sent ({status})"
 
 
-def _events(report: Report, matcher: Matcher) -> list[BounceEvent]:
+def _events(report: Report, match: Match | None, store: Store) -> list[BounceEvent]:
     """The report's failures about the digest it names, each with its subscriber and digest date (none when the
-    report names no digest of ours: an address alone suppresses nobody)."""
-    found = matcher.digest(report) if report.failures else None
-    if found is None:
+    report names no sent digest of ours: an address or a link alone suppresses nobody)."""
+    if match is None:
         return []
-    email, day = found
-    if email.startswith("sha256:"):  # the send log's row of an address erased since
-        key = email
-    else:
-        key = forgotten_key(email) if matcher.store.is_forgotten(email) else email.lower()
+    email, day = match.subscriber, match.day
+    # (a send-log row of an address erased since names it by its hash already)
+    key = email if email.startswith("sha256:") else forgotten_key(email) if store.is_forgotten(email) else email.lower()
     # A digest goes to one recipient: a report about several names it among them (or hides it), and the others
     # are nobody we can tell.
     failures = [f for f in report.failures if len(report.failures) == 1 or f.recipient in ("", email.lower())]
-    return [BounceEvent(key, f.kind, f.status, f.detail, day, report.arrived) for f in failures]
+    return [BounceEvent(key, f.kind, f.status, f.detail, day, report.arrived, match.short) for f in failures]
 
 
 def _outcome(report: Report, events: list[BounceEvent]) -> str:
@@ -158,25 +222,40 @@ def _one(store: Store, item: Item, matcher: Matcher, soft: SoftPolicy, summary: 
     if store.seen_reports([report.key]):
         summary.counts["seen"] += 1
         return
-    outcome, made = record(store, report, matcher, soft)
-    if made is None:  # another process recorded it meanwhile
+    done = record(store, report, matcher, soft)
+    if done.made is None:  # another process recorded it meanwhile
         summary.counts["seen"] += 1
         return
-    summary.counts[outcome] += 1
-    summary.suppressed += made
-    if outcome == "unmatched":
-        summary.notes.append(f"{item.where}: {_unmatched(store, report)}")
-    for email, reason in made:
+    summary.counts[done.outcome] += 1
+    summary.suppressed += done.made
+    if done.outcome == "unmatched":
+        summary.notes.append(f"{item.where}: {done.note}")
+    for email, reason in done.made:
         log.info("suppressed %s: %s", email, reason)
 
 
-def record(store: Store, report: Report, matcher: Matcher,
-           soft: SoftPolicy) -> tuple[str, list[tuple[str, str]] | None]:
-    """Match one report (a provider webhook's event, read into a Report) and record it in one transaction, as
-    a mailbox's are: its outcome, and the suppressions made (None when it was recorded already)."""
-    events = _events(report, matcher)
+@dataclass(frozen=True)
+class Recorded:
+    """What recording one report did."""
+
+    outcome: str  # one of OUTCOMES
+    made: list[tuple[str, str]] | None  # (address, reason) of each suppression made; None: it was recorded already
+    note: str  # for the operator: the sent digest it matched and by what, or why it matched none and whom it named
+
+
+def record(store: Store, report: Report, matcher: Matcher, soft: SoftPolicy) -> Recorded:
+    """Match one report (a provider webhook's event, read into a Report) and record it with its evidence in one
+    transaction, as a mailbox's are."""
+    finding = matcher.find(report) if report.failures else Finding(None)
+    events = _events(report, finding.match, store)
     outcome = _outcome(report, events)
-    return outcome, store.record_report(report.key, outcome, events, soft)
+    if finding.match is not None:
+        evidence = note = finding.match.evidence
+    elif outcome == "unmatched":
+        evidence, note = f"unmatched: {finding.why}", _unmatched(store, report, finding)
+    else:
+        evidence = note = ""
+    return Recorded(outcome, store.record_report(report.key, outcome, events, soft, evidence), note)
 
 
 def policy(app: Parts, today: date) -> tuple[Matcher, SoftPolicy]:
@@ -197,17 +276,17 @@ def _unreadable(store: Store, item: Item, why: str, summary: BounceSummary) -> N
     summary.problems.append(f"{item.where}: {why}")
 
 
-def _unmatched(store: Store, report: Report) -> str:
-    """What an operator is told of a report that names no digest of ours."""
+def _unmatched(store: Store, report: Report, finding: Finding) -> str:
+    """What an operator is told of a report that names no sent digest of ours."""
     recipients = [f.recipient for f in report.failures if f.recipient]
     who = ", ".join(recipients) or "(recipient hidden)"
-    ids = ", ".join(report.message_ids) or "none quoted"
     kind = report.failures[0].kind
     ours = sorted(store.subscribed_among(recipients[:MAX_IDS])) if recipients else []
+    ours += [e for e in finding.named if e not in ours]
     if ours:
-        return (f"a {kind} report about {who} names subscriber {', '.join(ours)} but none of their digests "
-                f"(original Message-ID: {ids}); an address alone suppresses nobody: it could be forged")
-    return f"a {kind} report about {who} matches no digest or subscriber (original Message-ID: {ids})"
+        return (f"a {kind} report about {who} names subscriber {', '.join(ours)} but no digest sent to them "
+                f"({finding.why}); an address or a link alone suppresses nobody: it could be forged")
+    return f"a {kind} report about {who} matches no digest sent by us ({finding.why})"
 
 
 def read_mailbox(app: Parts, *, maildir: Path | None = None, mbox: Path | None = None, imap: str | None = None,

@@ -10,8 +10,8 @@ events read into the `Report`s a bounce mailbox gives (so `digest.bounces.intake
 
 An event is keyed by the provider's own id (`mailgun:<id>` …), so a provider's retry finds it recorded and
 changes nothing. Only failures make reports: delivered, opened or clicked events are answered and dropped.
-A report matches a digest only by what a real digest carried (its keyed Message-ID, the tagged return path,
-the unsubscribe link), as a mailbox's do: an address alone suppresses nobody.
+A report matches a digest only by what a sent digest carried (its keyed Message-ID, the tagged return path),
+as a mailbox's do: an address or an unsubscribe link alone suppresses nobody.
 """
 
 from __future__ import annotations

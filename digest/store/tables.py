@@ -75,6 +75,8 @@ mail_reports = sa.Table(  # every message read by `digest bounces` (an unreadabl
     sa.Column("key", sa.String, primary_key=True),  # message-id:<…> of the report, else sha256:<hex> of its bytes
     sa.Column("outcome", sa.String, nullable=False),  # hard | soft | complaint | unmatched | ignored | unreadable
     sa.Column("processed_at", sa.DateTime, nullable=False),
+    # which sent digest it matched and by what (its Message-ID, its return path), or why it matched none (0008)
+    sa.Column("evidence", sa.Text, nullable=False, server_default=""),
 )
 
 bounces = sa.Table(  # what the reports said about each address: hard and soft bounces, complaints
@@ -87,6 +89,12 @@ bounces = sa.Table(  # what the reports said about each address: hard and soft b
     sa.Column("detail", sa.Text, nullable=False),
     sa.Column("digest_date", sa.Date),  # the digest it was about, when known
     sa.Column("reported_at", sa.DateTime, nullable=False),  # the report's Date (UTC)
+)
+
+webhook_tokens = sa.Table(  # a provider signature's one-use token, taken by its first request (revision 0008)
+    "webhook_tokens", metadata,
+    sa.Column("key", sa.String, primary_key=True),  # provider:sha256 of the token
+    sa.Column("expires_at", sa.DateTime, nullable=False, index=True),  # the signature is refused after this anyway
 )
 
 fetches = sa.Table(

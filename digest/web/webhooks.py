@@ -83,13 +83,12 @@ def _record(provider: str, reports: list[Report]) -> Response:
     matcher, soft = intake.policy(app, date.today())
     counts = {"recorded": 0, "seen": 0}
     for report in reports:
-        outcome, made = intake.record(app.store, report, matcher, soft)
-        counts["seen" if made is None else "recorded"] += 1
-        for email, reason in made or []:
+        done = intake.record(app.store, report, matcher, soft)
+        counts["seen" if done.made is None else "recorded"] += 1
+        for email, reason in done.made or []:
             log.info("suppressed %s: %s (%s webhook)", email, reason, provider)
-        if outcome == "unmatched":
-            log.warning("%s webhook: a %s event about %s names no digest of ours", provider,
-                        report.failures[0].kind, report.failures[0].recipient or "(no recipient)")
+        if done.outcome == "unmatched" and done.made is not None:
+            log.warning("%s webhook: event %s: %s", provider, report.key, done.note)
     return _text(f"recorded {counts['recorded']}, already recorded {counts['seen']}", 200)
 
 

@@ -90,16 +90,17 @@ def test_forged_reports_suppress_nobody_and_are_counted_as_unmatched(sent_app, t
     assert {sent_app.store.delivery(e, DAY).status for e in PEOPLE} == {"sent"}
     assert len(summary.notes) == len(forged) and summary.ok
     named = [n for n in summary.notes if "names subscriber" in n]
-    assert len(named) >= 4 and all("an address alone suppresses nobody" in n for n in named)
+    assert len(named) >= 4 and all("an address or a link alone suppresses nobody" in n for n in named)
 
 
 def test_reports_quoting_a_real_digest_still_suppress(sent_app, tmp_path):
-    """The keyed Message-ID, the keyed return-path tag and the real List-Unsubscribe link each name their digest:
-    the hard bounces and the complaints suppress the subscriber they are about."""
+    """The keyed Message-ID and the keyed return-path tag (where the report was sent, or the Return-Path of the
+    original it quotes, as a feedback loop that redacts the recipient and the Message-ID keeps it) each name their
+    digest: the hard bounces and the complaints suppress the subscriber they are about."""
     real = [
         ms.postfix_dsn(ADA, original=ms.original_headers(ADA, mid(sent_app, ADA)), report_id="<r1@x>"),
         ms.postfix_dsn("forwarded@elsewhere.example.net", to=tagged(mid(sent_app, ALAN)), report_id="<r2@x>"),
-        ms.arf(ms.original_headers("(redacted)", "<redacted@example.org>",
+        ms.arf(ms.original_headers("(redacted)", "<redacted@example.org>", return_path=tagged(mid(sent_app, GRACE)),
                                    unsubscribe=sent_app.links(GRACE, DAY).unsubscribe), report_id="<r3@x>"),
         ms.arf(ms.original_headers(KATHERINE, mid(sent_app, KATHERINE, DAY - timedelta(days=1))),
                report_id="<r4@x>"),
@@ -111,6 +112,76 @@ def test_reports_quoting_a_real_digest_still_suppress(sent_app, tmp_path):
     assert reasons[ADA].startswith("bounced: hard bounce 5.1.1") and reasons[ALAN].startswith("bounced: hard")
     assert reasons[GRACE].startswith("complaint:") and reasons[KATHERINE].startswith("complaint:")
     assert sent_app.store.delivery(ALAN, DAY).status == "bounced"
+
+
+def test_an_unsubscribe_link_names_no_digest(sent_app, tmp_path):
+    """Every digest's footer carries the reader's unsubscribe link, so whoever a digest was forwarded to holds it and
+    its date. A DSN and an ARF complaint quoting Grace's real link with an X-Digest-Date never sent, the link alone,
+    or the link with the date of a digest she was sent: each recorded as unmatched, with why, and nobody is
+    suppressed. The same DSN and ARF quoting the Message-ID of her sent digest suppress her."""
+    link = sent_app.links(GRACE, DAY).unsubscribe
+    never = (DAY + timedelta(days=3)).isoformat()
+
+    def original(day: str = never, message_id: str = "<redacted@example.org>", unsubscribe: str = link) -> str:
+        return ms.original_headers(GRACE, message_id, unsubscribe=unsubscribe, day=day)
+
+    forged = {
+        "<l1@x>": ms.postfix_dsn(GRACE, original=original(), report_id="<l1@x>"),
+        "<l2@x>": ms.arf(original(), report_id="<l2@x>", rcpt=GRACE),
+        "<l3@x>": ms.arf(original(day=""), report_id="<l3@x>", rcpt=GRACE),
+        "<l4@x>": ms.postfix_dsn(GRACE, original=original(day=DAY.isoformat()), report_id="<l4@x>"),
+    }
+    summary = read_mailbox(sent_app, maildir=ms.write_maildir(tmp_path / "forged", list(forged.values())))
+    assert summary.counts["unmatched"] == 4 and summary.suppressed == [], summary.line()
+    assert sent_app.store.suppressed() == {} and table_rows(sent_app, "bounces") == 0
+    assert {sent_app.store.delivery(e, DAY).status for e in PEOPLE} == {"sent"}
+    evidence = {key: sent_app.store.report_evidence(f"message-id:{key}") for key in forged}
+    assert {outcome for outcome, _ in evidence.values()} == {"unmatched"}
+    for _, why in evidence.values():  # (kept with the report, it names no address: an erasure could not reach it)
+        assert why.startswith("unmatched: ") and "it quotes a subscriber's unsubscribe link" in why
+        assert "a link names no digest" in why and "the Message-ID <redacted@example.org> is no digest" in why
+        assert GRACE not in why
+    assert f"X-Digest-Date {never}: no digest of that date was sent to them" in evidence["<l1@x>"][1]
+    assert f"X-Digest-Date {never}: no digest" in evidence["<l2@x>"][1]
+    assert "X-Digest-Date" not in evidence["<l3@x>"][1]
+    assert f"X-Digest-Date {DAY}: a digest of that date was sent to them" in evidence["<l4@x>"][1]
+    assert len(summary.notes) == 4 and all(f"names subscriber {GRACE} but no digest sent to them" in note
+                                           for note in summary.notes)
+
+    real = [ms.postfix_dsn(GRACE, original=original(message_id=mid(sent_app, GRACE)), report_id="<m1@x>"),
+            ms.arf(original(message_id=mid(sent_app, GRACE, DAY - timedelta(days=1))), report_id="<m2@x>", rcpt=GRACE)]
+    summary = read_mailbox(sent_app, maildir=ms.write_maildir(tmp_path / "real", real))
+    assert (summary.counts["hard"], summary.counts["complaint"]) == (1, 1), summary.line()
+    assert sent_app.store.suppressed()[GRACE].startswith("bounced: hard bounce 5.1.1")  # (the first report's)
+    assert sent_app.store.delivery(GRACE, DAY).status == "bounced"
+    assert sent_app.store.report_evidence("message-id:<m1@x>") == (
+        "hard", f"matched by the Message-ID {mid(sent_app, GRACE)}: the digest of {DAY} the send log has as sent")
+    assert sent_app.store.report_evidence("message-id:<m2@x>") == ("complaint", (
+        f"matched by the Message-ID {mid(sent_app, GRACE, DAY - timedelta(days=1))}: the digest of "
+        f"{DAY - timedelta(days=1)} the send log has as sent"))
+
+
+def test_a_digest_never_sent_is_named_by_nothing(sent_app, tmp_path):
+    """A report quoting the keyed Message-ID (or return path) of a digest the send log holds but never sent
+    (queued, failed) matches nothing; once a report has marked a sent digest bounced, a later report about it (a
+    complaint) still matches it."""
+    later = DAY + timedelta(days=1)
+    sent_app.store.enqueue(later, [ADA, ALAN], message_id=lambda e: mid(sent_app, e, later), transport="smtp")
+    reports = [ms.postfix_dsn(ADA, original=ms.original_headers(ADA, mid(sent_app, ADA, later)), report_id="<q1@x>"),
+               ms.postfix_dsn("fwd@elsewhere.example.net", to=tagged(mid(sent_app, ALAN, later)), report_id="<q2@x>")]
+    summary = read_mailbox(sent_app, maildir=ms.write_maildir(tmp_path / "queued", reports))
+    assert summary.counts["unmatched"] == 2 and sent_app.store.suppressed() == {}, summary.line()
+    assert "never sent (the send log has it queued)" in sent_app.store.report_evidence("message-id:<q1@x>")[1]
+    assert f"the return path {tagged(mid(sent_app, ALAN, later))} is a digest of {later} never sent" in (
+        sent_app.store.report_evidence("message-id:<q2@x>")[1])
+    bounced = ms.postfix_dsn(KATHERINE, original=ms.original_headers(KATHERINE, mid(sent_app, KATHERINE)),
+                             report_id="<b1@x>")
+    complaint = ms.arf(ms.original_headers(KATHERINE, mid(sent_app, KATHERINE)), report_id="<b2@x>")
+    read_mailbox(sent_app, maildir=ms.write_maildir(tmp_path / "bounced", [bounced]))
+    assert sent_app.store.delivery(KATHERINE, DAY).status == "bounced"
+    read_mailbox(sent_app, maildir=ms.write_maildir(tmp_path / "complaint", [complaint]))
+    assert sent_app.store.suppressed()[KATHERINE].startswith("bounced:")  # (a complaint replaces an unsubscribe)
+    assert sent_app.store.report_evidence("message-id:<b2@x>")[0] == "complaint"
 
 
 def test_a_real_digest_of_one_subscriber_suppresses_only_that_one(sent_app, tmp_path):

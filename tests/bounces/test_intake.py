@@ -59,7 +59,7 @@ def mailbox_messages(app: App) -> list[bytes]:
     unsubscribe = app.links(GRACE, DAY).unsubscribe
     return [
         ms.postfix_dsn(ADA, original=ms.original_headers(ADA, mid(app, ADA)), report_id="<hard-1@mx.example.net>"),
-        ms.arf(ms.original_headers("(redacted)", "<redacted@example.org>", unsubscribe=unsubscribe),
+        ms.arf(ms.original_headers("(redacted)", mid(app, GRACE), unsubscribe=unsubscribe),
                report_id="<arf-1@example.com>"),
         *[ms.rfc3464_dsn(KATHERINE, ms.original_headers(KATHERINE, mid(app, KATHERINE, DAY - timedelta(days=n))),
                          report_id=f"<soft-{n}@relay.example.com>") for n in range(3)],
@@ -112,7 +112,8 @@ def test_a_mailbox_read_twice_suppresses_once_and_counts_nothing_twice(bounce_ap
     reasons = bounce_app.store.suppressed()
     assert set(reasons) == {ADA, GRACE, KATHERINE}
     assert reasons[ADA].startswith("bounced: hard bounce 5.1.1 on 2026-06-12")
-    assert reasons[GRACE] == "complaint: marked as spam (abuse report) on 2026-06-12"
+    assert reasons[GRACE] == ("complaint: marked as spam (abuse report) on 2026-06-12; the digest of 2026-06-12, "
+                              "matched by its Message-ID")
     assert reasons[KATHERINE].startswith("bounced: 3 soft bounces in 14 days, the last 4.4.7")
     assert bounce_app.store.delivery(ADA, DAY).status == "bounced"  # the send log says what became of it
     rows = table_rows(bounce_app, "bounces"), table_rows(bounce_app, "suppressions")
