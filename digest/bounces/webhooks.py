@@ -12,6 +12,13 @@ An event is keyed by the provider's own id (`mailgun:<id>` …), so a provider's
 changes nothing. Only failures make reports: delivered, opened or clicked events are answered and dropped.
 A report matches a digest only by what a sent digest carried (its keyed Message-ID, the tagged return path),
 as a mailbox's do: an address or an unsubscribe link alone suppresses nobody.
+
+Replays. SendGrid, Resend and SES sign the whole body: a replayed request is a copy of one already taken,
+whose events are found recorded under their ids (and Svix and SNS keep an event's id on their own retries,
+so those ids cannot be refused as replays). Mailgun signs only a timestamp and a token, not the event: a
+captured signature could carry any event for 15 minutes. So a Mailgun request names its token
+(`Signed.once`), which the caller takes once in the store: a second request with it is refused.
+Postmark signs nothing (its password is the whole of its check).
 """
 
 from __future__ import annotations
@@ -24,7 +31,8 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from digest.bounces.reports import Failure, Report, Unreadable, bounce_kind, parse_report
@@ -42,6 +50,15 @@ class BadSignature(DigestError):
 
 class BadEvent(DigestError):
     """A signed request whose body cannot be read as the provider's events (answered 400)."""
+
+
+@dataclass(frozen=True)
+class Signed:
+    """A request whose signature checked out: its events, and the one-use token its signature carries, if any."""
+
+    reports: list[Report]
+    once: str = ""  # provider:sha256 of the signature's token, to be taken once (Mailgun); "" when none
+    once_until: datetime | None = None  # after this (UTC, naive) the signature is refused as stale anyway
 
 
 def _json(body: bytes) -> Any:
@@ -100,8 +117,9 @@ def _report(key: str, failure: Failure, arrived: datetime, *, message_ids: Itera
 
 # -- Mailgun -----------------------------------------------------------------------------------------------------
 
-def mailgun(body: bytes, headers: Mapping[str, str], key: str) -> list[Report]:
-    """A Mailgun webhook: {"signature": {timestamp, token, signature}, "event-data": {...}}."""
+def mailgun(body: bytes, headers: Mapping[str, str], key: str) -> Signed:
+    """A Mailgun webhook: {"signature": {timestamp, token, signature}, "event-data": {...}}; its token is to be
+    taken once (`Signed.once`): the signature does not cover the event, so a replay could carry another."""
     data = _json(body)
     sig = data.get("signature") if isinstance(data, dict) else None
     if not isinstance(sig, dict):
@@ -111,10 +129,16 @@ def mailgun(body: bytes, headers: Mapping[str, str], key: str) -> list[Report]:
     if not hmac.compare_digest(expected, str(sig.get("signature", ""))):
         raise BadSignature("the signature does not match the webhook signing key")
     # The signature covers the timestamp and token, not the event: a captured request could carry another event
-    # under the same signature, so only a fresh one is taken (Mailgun's advice).
-    if abs(time.time() - _seconds(sig.get("timestamp"))) > MAILGUN_MAX_AGE:
+    # under the same signature, so only a fresh one is taken, and its token once (Mailgun's advice).
+    stamp = _seconds(sig.get("timestamp"))
+    if abs(time.time() - stamp) > MAILGUN_MAX_AGE:
         raise BadSignature(f"the signature's timestamp is more than {MAILGUN_MAX_AGE} s away from now")
-    event = data.get("event-data")
+    once = "mailgun:" + hashlib.sha256(str(sig.get("token", "")).encode()).hexdigest()
+    until = _when(stamp) + timedelta(seconds=2 * MAILGUN_MAX_AGE)  # kept past the window: clocks differ a little
+    return Signed(_mailgun_event(data.get("event-data")), once, until)
+
+
+def _mailgun_event(event: object) -> list[Report]:
     if not isinstance(event, dict) or not event.get("id"):
         raise BadEvent("no event-data with an id")
     name, recipient = event.get("event"), str(event.get("recipient", "")).lower()
@@ -140,13 +164,16 @@ _POSTMARK_KINDS = {"HardBounce": "hard", "BadEmailAddress": "hard", "SoftBounce"
                    "DnsError": "soft", "Blocked": "soft", "DMARCPolicy": "soft", "SpamComplaint": "complaint"}
 
 
-def postmark(body: bytes, headers: Mapping[str, str], secret: str) -> list[Report]:
+def postmark(body: bytes, headers: Mapping[str, str], secret: str) -> Signed:
     """A Postmark bounce or spam-complaint webhook (its basic-auth password is checked by the caller).
 
     Postmark reports its own MessageID; the digest is found in the bounce's full dump (`Content`, sent when the
     webhook's "Include bounce content" is on), read as a mailbox's bounce is.
     """
-    event = _json(body)
+    return Signed(_postmark_event(_json(body)))
+
+
+def _postmark_event(event: object) -> list[Report]:
     if not isinstance(event, dict) or event.get("RecordType") not in ("Bounce", "SpamComplaint"):
         return []
     kind = _POSTMARK_KINDS.get(str(event.get("Type")))
@@ -176,7 +203,7 @@ SENDGRID_SIGNATURE = "X-Twilio-Email-Event-Webhook-Signature"
 SENDGRID_TIMESTAMP = "X-Twilio-Email-Event-Webhook-Timestamp"
 
 
-def sendgrid(body: bytes, headers: Mapping[str, str], key: str) -> list[Report]:
+def sendgrid(body: bytes, headers: Mapping[str, str], key: str) -> Signed:
     """A SendGrid event webhook: a JSON list of events, signed with ECDSA over the timestamp header + the body."""
     from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives import hashes, serialization
@@ -196,7 +223,7 @@ def sendgrid(body: bytes, headers: Mapping[str, str], key: str) -> list[Report]:
     events = _json(body)
     if not isinstance(events, list) or len(events) > MAX_EVENTS:
         raise BadEvent(f"not a list of at most {MAX_EVENTS} events")
-    return [r for e in events if isinstance(e, dict) and (r := _sendgrid_event(e)) is not None]
+    return Signed([r for e in events if isinstance(e, dict) and (r := _sendgrid_event(e)) is not None])
 
 
 def _sendgrid_event(event: dict[str, Any]) -> Report | None:
@@ -219,7 +246,7 @@ def _sendgrid_event(event: dict[str, Any]) -> Report | None:
 
 # -- Resend (Svix) -----------------------------------------------------------------------------------------------
 
-def resend(body: bytes, headers: Mapping[str, str], secret: str) -> list[Report]:
+def resend(body: bytes, headers: Mapping[str, str], secret: str) -> Signed:
     """A Resend webhook: Svix-signed (svix-id, svix-timestamp, svix-signature), timestamps within 5 minutes."""
     from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
@@ -229,7 +256,10 @@ def resend(body: bytes, headers: Mapping[str, str], secret: str) -> list[Report]
         Webhook(secret).verify(body, standard, json_parse=False)
     except (WebhookVerificationError, ValueError, binascii.Error) as exc:
         raise BadSignature(f"the Svix signature does not verify: {exc}") from exc
-    event = _json(body)
+    return Signed(_resend_event(_json(body), standard["webhook-id"]))
+
+
+def _resend_event(event: Any, event_id: str) -> list[Report]:
     data = event.get("data") if isinstance(event, dict) else None
     if not isinstance(data, dict):
         raise BadEvent("no data object")
@@ -248,7 +278,7 @@ def resend(body: bytes, headers: Mapping[str, str], secret: str) -> list[Report]
         return []
     given = data.get("headers") if isinstance(data.get("headers"), list) else []
     ids = [h.get("value") for h in given if isinstance(h, dict) and str(h.get("name", "")).lower() == "message-id"]
-    return [_report(f"resend:{standard['webhook-id']}", failure, _iso(event.get("created_at")), message_ids=ids)]
+    return [_report(f"resend:{event_id}", failure, _iso(event.get("created_at")), message_ids=ids)]
 
 
 # -- Amazon SES via SNS --------------------------------------------------------------------------------------------
@@ -341,5 +371,5 @@ def ses(message: Mapping[str, Any]) -> list[Report]:
                    digest_dates=(), arrived=_iso(block.get("timestamp")))]
 
 
-PROVIDERS: dict[str, Callable[[bytes, Mapping[str, str], str], list[Report]]] = {
+PROVIDERS: dict[str, Callable[[bytes, Mapping[str, str], str], Signed]] = {
     "mailgun": mailgun, "postmark": postmark, "sendgrid": sendgrid, "resend": resend}

@@ -3,9 +3,11 @@
 Each provider's endpoint answers only once its secret is in the environment (the variable its
 `webhooks.*_env` setting names), Amazon SES's once `webhooks.ses_topics` names its SNS topics; until
 then it is 404. A request whose signature (or, for Postmark,
-basic-auth password) does not check out gets 401 and changes nothing. Each event is matched and
-recorded in its own transaction under the provider's event id, so a retried delivery is answered 200
-and counted once; one event that cannot be recorded does not stop the others.
+basic-auth password) does not check out gets 401 and changes nothing; a Mailgun request whose
+signature's token an earlier request took (a replay, perhaps with other events) gets 406, which
+Mailgun takes as refused for good, and changes nothing. Each event is matched and recorded in its
+own transaction under the provider's event id, so a retried delivery is answered 200 and counted
+once; one event that cannot be recorded does not stop the others.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import hmac
 import logging
 import os
 from collections.abc import Mapping
-from datetime import date
+from datetime import UTC, date, datetime
 
 import httpx
 from flask import Blueprint, Flask, Response, abort, current_app, request
@@ -25,6 +27,7 @@ from digest.errors import DigestError
 from digest.web.common import current
 
 MAX_BODY_BYTES = 1024 * 1024  # a webhook's body: an SNS message is up to 256 KB, a SendGrid batch of 1,000 events more
+REPLAYED = 406  # a signature's token used again: Mailgun takes 406 as refused for good and does not retry
 
 log = logging.getLogger("digest.webhooks")
 blueprint = Blueprint("webhooks", __name__)
@@ -64,10 +67,20 @@ def receive(provider: str) -> Response:
     if provider == "postmark" and not _basic_password_is(secret):
         return _text("webhook password required", 401, **{"WWW-Authenticate": 'Basic realm="paper digest webhooks"'})
     try:
-        reports = webhooks.PROVIDERS[provider](request.get_data(cache=False), request.headers, secret)
+        signed = webhooks.PROVIDERS[provider](request.get_data(cache=False), request.headers, secret)
     except (webhooks.BadSignature, webhooks.BadEvent) as exc:
         return _refused(provider, exc)
-    return _record(provider, reports)
+    if not signed.once:
+        return _record(provider, signed.reports)
+    store = current().store
+    if not store.take_webhook_token(signed.once, signed.once_until or datetime.now(UTC).replace(tzinfo=None)):
+        log.warning("%s webhook refused: its signature's token was used already (a replay)", provider)
+        return _text("refused: this signature's token was used already (a replay)", REPLAYED)
+    try:
+        return _record(provider, signed.reports)
+    except BaseException:
+        store.give_back_webhook_token(signed.once)  # not recorded: the provider's retry may use it
+        raise
 
 
 def _refused(provider: str, exc: webhooks.BadSignature | webhooks.BadEvent) -> Response:

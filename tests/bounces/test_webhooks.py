@@ -21,7 +21,7 @@ from cryptography.x509.oid import NameOID
 from standardwebhooks.webhooks import Webhook
 
 from digest.bounces.webhooks import sns_url_ok
-from digest.store.tables import bounces, deliveries, mail_reports
+from digest.store.tables import bounces, deliveries, mail_reports, webhook_tokens
 
 from .. import mailsamples as ms
 from ..conftest import DAY
@@ -104,16 +104,58 @@ def mailgun_failed(app, recipient: str, event_id: str, *, severity: str = "perma
 
 def test_mailgun_hard_bounce_suppresses_once_and_a_retry_changes_nothing(hooked):
     """A signed `failed` (permanent, 5.1.1) event naming Ada's digest: suppressed, the digest marked bounced;
-    the same event again (Mailgun retries) answers 200 and records nothing more."""
-    body = mailgun_body(mailgun_failed(hooked.app, ADA, "G9Bn5sl1TC6nu79C8C0bwg"))
-    first = hooked.client.post("/webhooks/mailgun", content=body, headers={"Content-Type": "application/json"})
+    the same event again under a fresh signature (Mailgun retries) answers 200 and records nothing more."""
+    event = mailgun_failed(hooked.app, ADA, "G9Bn5sl1TC6nu79C8C0bwg")
+    first = hooked.client.post("/webhooks/mailgun", content=mailgun_body(event),
+                               headers={"Content-Type": "application/json"})
     assert first.status_code == 200 and "recorded 1" in first.text
     suppressed, rows, log = state(hooked)
     assert suppressed[ADA].startswith("bounced: hard bounce 5.1.1") and log[ADA] == "bounced"
     assert rows == [("mailgun:G9Bn5sl1TC6nu79C8C0bwg", ADA, "hard", "5.1.1")]
-    again = hooked.client.post("/webhooks/mailgun", content=body)
+    again = hooked.client.post("/webhooks/mailgun", content=mailgun_body(event))
     assert again.status_code == 200 and "already recorded 1" in again.text
     assert state(hooked) == (suppressed, rows, log)
+
+
+def tokens(server: Server) -> list[tuple[str, datetime]]:
+    with server.app.store.engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(sa.select(webhook_tokens.c.key, webhook_tokens.c.expires_at))]
+
+
+def test_a_mailgun_signature_is_taken_once(hooked):
+    """Mailgun signs the timestamp and token, not the event. A correctly signed request sent twice: the second is
+    refused (406: Mailgun retries nothing it got 406 for) and records nothing; the same signature carrying other
+    event-data, a complaint naming Grace's real digest, is refused the same way and suppresses nobody."""
+    body = mailgun_body(mailgun_failed(hooked.app, KATHERINE, "t-once", severity="temporary"))
+    assert hooked.client.post("/webhooks/mailgun", content=body).status_code == 200
+    before, recorded = state(hooked), reports(hooked)
+    assert recorded == {"mailgun:t-once": "soft"}
+    again = hooked.client.post("/webhooks/mailgun", content=body)
+    assert again.status_code == 406 and "used already" in again.text
+    signature = json.loads(body)["signature"]
+    other = {**mailgun_failed(hooked.app, GRACE, "replayed-1"), "event": "complained", "severity": None}
+    replayed = hooked.client.post("/webhooks/mailgun", content=json.dumps({"signature": signature,
+                                                                           "event-data": other}).encode())
+    assert replayed.status_code == 406
+    assert state(hooked) == before and reports(hooked) == recorded and GRACE not in before[0]
+    [(key, expires)] = tokens(hooked)  # kept by its hash, until the signature would be stale anyway
+    assert signature["token"] not in key and expires > datetime.now(UTC).replace(tzinfo=None) + timedelta(minutes=15)
+    fresh = mailgun_body(other)  # the same complaint under a signature of its own is Mailgun's: taken
+    assert hooked.client.post("/webhooks/mailgun", content=fresh).status_code == 200
+    assert state(hooked)[0][GRACE].startswith("complaint:")
+
+
+def test_expired_mailgun_tokens_are_pruned(hooked):
+    """A token is held until its expiry (a second take is a replay); past it, the next request that takes a token
+    prunes it, so the table holds only the signatures that could still be replayed."""
+    store = hooked.app.store
+    later = datetime.now(UTC).replace(tzinfo=None) + timedelta(hours=1)
+    assert store.take_webhook_token("mailgun:old", later) and not store.take_webhook_token("mailgun:old", later)
+    with store.engine.begin() as conn:
+        conn.execute(webhook_tokens.update().values(expires_at=datetime(2026, 1, 1)))
+    assert hooked.client.post("/webhooks/mailgun", content=mailgun_body(
+        mailgun_failed(hooked.app, KATHERINE, "t-2", severity="temporary"))).status_code == 200
+    assert [key for key, _ in tokens(hooked)] != ["mailgun:old"] and len(tokens(hooked)) == 1
 
 
 def test_mailgun_complaint_and_temporary_failure(hooked):
