@@ -8,6 +8,13 @@ never changes anything (mail scanners follow links); the change is a POST: the m
 one-click POST (body `List-Unsubscribe=One-Click`), or the page's own button. A POST whose browser
 names another site (Origin, Referer) is refused. Every change is idempotent: the same POST any
 number of times at once leaves the same state and answers 200.
+
+The preferences page says what holds the reader's digests back in the terms of `digest status`
+(unsubscribed, a bounce, a spam complaint, a pause). Its Resubscribe lifts an unsubscribe, a bounce
+or a complaint alike: a click in a browser on a link mailed to the address shows that the address
+works and that its reader wants the digest (a lift of a bounce or complaint is recorded as the
+reader's, beside the reports). An unsubscribe replaces a bounce, so that the operator's lift of the
+bounce cannot mail a reader who asked for nothing more.
 """
 
 from __future__ import annotations
@@ -118,7 +125,7 @@ def unsubscribe(token: str) -> str:
     _same_site_or_403()
     if request.form.get("List-Unsubscribe") != "One-Click":
         abort(400)  # RFC 8058: a POST without this body is not a one-click unsubscribe (a scanner, a prefetch)
-    current().store.suppress(subject.email, "unsubscribed")
+    current().store.unsubscribe(subject.email)
     links = _links(subject)
     # No dead end: resubscribe, or pause instead (the preferences page's own forms); once this email's preferences
     # link has expired (an old email: it mints no fresh one), the signup page instead, where it is open.
@@ -140,6 +147,7 @@ def preferences(token: str) -> str | Response:
     frequency = (prefs.frequency if prefs and prefs.frequency else profile.frequency if profile else "daily")
     paused = prefs.paused_until if prefs and prefs.paused_until and prefs.paused_until >= date.today() else None
     reason = app.store.suppressed_among([email]).get(email.lower())
+    held = held_back(reason) if reason is not None else None
     links = _links(subject)
     # the welcome page's dozen papers to rate, with the reader's feedback token (as the confirmation leads there)
     base = request.path.rsplit("/preferences/", 1)[0]
@@ -148,7 +156,7 @@ def preferences(token: str) -> str | Response:
     return page("preferences", email=email, message=message, action=request.path, frequency=frequency,
                 rate_url=rate_url,
                 frequency_label=dict(FREQUENCIES).get(frequency, frequency).lower(), frequencies=FREQUENCIES,
-                pauses=PAUSES, paused_until=paused, unsubscribed=reason is not None,
+                pauses=PAUSES, paused_until=paused, unsubscribed=reason is not None, held=held,
                 unsubscribe_url=links.unsubscribe if links else "", forget_url=f"{request.path}/forget",
                 # the archive's link dated like this page's (it expires with it); the feed's, the same for good
                 archive_url=url_for("feeds.archive", token=app.signer.make("archive", email, _issued(subject))),
@@ -169,12 +177,44 @@ def forget(token: str) -> str:
     return page("forget", email=subject.email, action=request.path, done=done)
 
 
+def held_back(reason: str) -> str:
+    """Why no digest goes to the reader, in the words the preferences page uses for `digest status`'s reasons."""
+    kind = reason.partition(":")[0]
+    if kind == "unsubscribed":
+        return "unsubscribed"
+    if kind == "bounced":
+        return "held back: mail to this address bounced"
+    if kind == "complaint":
+        return "unsubscribed: a digest was reported as spam from this address"
+    return "held back"
+
+
+def _resubscribe(email: str) -> str:
+    """The Resubscribe button: lift the reader's unsubscribe, or the bounce or complaint that holds their digests
+    back (a click here, from a link mailed to the address, shows that it works and wants them); the message says
+    what holds now, as `digest status` does."""
+    store = current().store
+    lifted = store.resubscribe(email)
+    held = store.suppressed_among([email]).get(email.lower())
+    if held is not None:  # nothing a reader may lift (none today: an erased address has no page)
+        return f"You are still not subscribed ({held_back(held)})."
+    prefs = store.preference(email)
+    paused = prefs.paused_until if prefs and prefs.paused_until and prefs.paused_until >= date.today() else None
+    said = "Welcome back: you are subscribed again." if lifted is not None else "You are subscribed."
+    if lifted is not None and lifted.startswith("bounced"):
+        said += " Mail to this address had bounced: if the next digest bounces too, it is held back again."
+    elif lifted is not None and lifted.startswith("complaint"):
+        said += " A digest had been reported as spam from this address: that no longer holds your digests back."
+    if paused:
+        said += f" Paused until {paused:%A %d %B %Y}: resume to get the next digest as usual."
+    return said
+
+
 def _apply(email: str, form: dict[str, str]) -> str:
     """Carry out one preferences form; the message says what changed."""
     store, action = current().store, form.get("do", "")
     if action == "resubscribe":
-        store.unsuppress(email.lower(), "unsubscribed")
-        return "Welcome back: you are subscribed again."
+        return _resubscribe(email)
     if action == "frequency" and form.get("frequency") in dict(FREQUENCIES):
         store.set_preference(email, frequency=form["frequency"])
         return f"Saved: {dict(FREQUENCIES)[form['frequency']].lower()}."
@@ -183,7 +223,10 @@ def _apply(email: str, form: dict[str, str]) -> str:
         until = date.today() + timedelta(days=days)
         store.set_preference(email, paused_until=until)
         if action == "pause-instead":  # of the unsubscribe just done: subscribed again, from `until` on
-            store.unsuppress(email.lower(), "unsubscribed")
+            store.resubscribe(email)
+            held = store.suppressed_among([email]).get(email.lower())
+            if held is not None:
+                return f"Paused until {until:%A %d %B %Y}, but still not subscribed ({held_back(held)})."
             return f"Subscribed again, and paused until {until:%A %d %B %Y}."
         return f"Paused until {until:%A %d %B %Y}."
     if action == "resume":
