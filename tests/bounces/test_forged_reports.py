@@ -224,12 +224,11 @@ def test_unkeyed_message_ids_match_only_if_sent_within_link_days(make_config, su
 
 
 def test_the_operator_lifts_a_complaint_and_the_lift_is_kept(sent_app, tmp_path):
-    """A complaint is not lifted by the reader's Resubscribe; the operator's lift is, once, and it is kept with the
-    address's data (so the soft bounces before it no longer count toward a suppression)."""
+    """The operator lifts a complaint once, and the lift is kept with the address's data (so the soft bounces before
+    it no longer count toward a suppression); an unsubscribe is not the operator's to lift."""
     complaint = ms.arf(ms.original_headers(GRACE, mid(sent_app, GRACE)), report_id="<c1@x>")
     read_mailbox(sent_app, maildir=ms.write_maildir(tmp_path / "box", [complaint]))
     assert sent_app.store.suppressed()[GRACE].startswith("complaint:")
-    assert not sent_app.store.unsuppress(GRACE, "unsubscribed")  # what the preferences page's Resubscribe does
     lifted = sent_app.store.lift_suppression(GRACE.upper())
     assert lifted is not None and lifted.startswith("complaint: marked as spam")
     assert GRACE not in sent_app.store.suppressed() and sent_app.store.lift_suppression(GRACE) is None

@@ -150,7 +150,8 @@ def test_soft_bounces_suppress_only_past_the_limit_within_the_window(make_config
 
 
 def test_a_complaint_turns_an_unsubscribe_into_a_complaint(bounce_app, tmp_path):
-    """An address unsubscribed by link that then complains is suppressed as a complaint (a resubscribe keeps it)."""
+    """An address unsubscribed by link that then complains is suppressed as a complaint (no longer a plain
+    unsubscribe)."""
     bounce_app.store.suppress(ADA, "unsubscribed")
     report = ms.arf(ms.original_headers(ADA, mid(bounce_app, ADA)), report_id="<arf-2@x>", rcpt=ADA)
     read_mailbox(bounce_app, maildir=ms.write_maildir(tmp_path / "box", [report]))
