@@ -75,7 +75,7 @@ class Report:
     failures: tuple[Failure, ...]
     message_ids: tuple[str, ...]  # the original message's Message-ID, as the report quotes it
     addresses: tuple[str, ...]  # where the report was sent and the original's Return-Path (a tagged sender)
-    unsubscribe_links: tuple[str, ...]  # the original's List-Unsubscribe URLs (they name the subscriber)
+    unsubscribe_links: tuple[str, ...]  # the original's List-Unsubscribe URLs (evidence only: they name no digest)
     digest_dates: tuple[str, ...]  # the original's X-Digest-Date
     arrived: datetime  # the report's Date (UTC, naive), else the time it was read
 
