@@ -615,7 +615,15 @@ def sa_errors() -> type[Exception]:
 
 def cmd_status(config: Config, args: argparse.Namespace) -> int:
     from digest.schedule import Slot
-    from digest.status import ATTENTION, LIST_LIMIT, delivery_lines, large_list, render_status, suppression_section
+    from digest.status import (
+        ATTENTION,
+        LIST_LIMIT,
+        delivery_lines,
+        large_list,
+        recent_runs,
+        render_status,
+        suppression_section,
+    )
 
     app = _app(config)
     now = datetime.now(UTC)
@@ -631,7 +639,7 @@ def cmd_status(config: Config, args: argparse.Namespace) -> int:
         else:
             counts, lines = large_list(total, store.delivery_counts(day), store.deliveries_in(day, ATTENTION, 50),
                                        store.count_suppressed())
-        runs = store.recent_runs()
+        runs = recent_runs(store, now)  # one whose process was killed shows as died
         suppressions = suppression_section(store, config.bounces.soft_limit, config.bounces.soft_window_days, now)
         text = render_status(now=now, day=day, runs=runs, fetches=store.fetches(), lines=lines, counts=counts,
                              slots={Slot(c.timezone, c.send_at, c.frequency): c.subscribers
@@ -642,8 +650,8 @@ def cmd_status(config: Config, args: argparse.Namespace) -> int:
         app.close()
     print(text)
     finished = [run for run in runs if run.status != "running"]
-    if finished and finished[0].status == "failed":  # monitoring can alert on the exit code
-        print(f"digest: the last run (#{finished[0].id} {finished[0].command}) failed", file=sys.stderr)
+    if finished and finished[0].status in ("failed", "died"):  # monitoring can alert on the exit code
+        print(f"digest: the last run (#{finished[0].id} {finished[0].command}) {finished[0].status}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
 

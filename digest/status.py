@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -15,6 +15,10 @@ from digest.schedule import Slot, next_sends
 from digest.store import DeliveryRecord, FetchRecord, RunRecord, Store
 
 STALE_WORKER_SECONDS = 120  # a worker reports after every batch; silent for longer, it probably died
+# A run not heard from for this long is taken for dead (its senders renew the lease once a minute; fetching and
+# ranking before the first batch can take minutes). Only for a run of another machine: one of this machine is dead
+# the moment its process is gone, and under way while it lives.
+RUN_LEASE = timedelta(hours=1)
 LIST_LIMIT = 200  # subscribers beyond which status counts the digests and lists only the ones needing a look
 ATTENTION = ("failed", "pending", "bounced", "claimed", "queued")  # states worth a line in a large list
 
@@ -158,6 +162,31 @@ def render_status(*, now: datetime, day: date, runs: Sequence[RunRecord], fetche
     out += [f"  {when:%Y-%m-%d %H:%M %Z}  {slot.frequency:<10} {n} subscriber{'s' * (n != 1)}"
             for when, slot, n in upcoming] or ["  (no subscribers)"]
     return "\n".join(out)
+
+
+def recent_runs(store: Store, now: datetime, limit: int = 10) -> list[RunRecord]:
+    """The run log's newest runs; one logged as running that is no longer under way is shown as "died": its
+    process is gone (a process of this machine, killed or crashed) or its lease expired (another machine's, not
+    heard from for RUN_LEASE)."""
+    runs = store.recent_runs(limit)
+    leases = store.run_leases(r.id for r in runs if r.status == "running")
+    return [died(run, leases.get(run.id), now) if run.status == "running" else run for run in runs]
+
+
+def died(run: RunRecord, lease: tuple[str, datetime] | None, now: datetime) -> RunRecord:
+    """`run` (logged as running) as it stands: running, or "died" and why. `lease`: its process and when it was last
+    heard from (None for a run logged before runs had leases: its start is the last word from it)."""
+    owner, heard = lease if lease else ("", run.started_at)
+    process = Owner.parse(owner)
+    if process is not None and process.gone():
+        return replace(run, status="died", summary=f"(process gone: {process} no longer runs)")
+    if process is not None and process.here:  # alive on this machine: under way, however long it takes
+        return run
+    silent = now.replace(tzinfo=None) - heard
+    if silent > RUN_LEASE:
+        return replace(run, status="died", summary=f"(lease expired: {'' if process is None else f'{process}, '}"
+                                                   f"not heard from since {heard:%Y-%m-%d %H:%M} UTC)")
+    return run
 
 
 def run_line(run: RunRecord) -> str:

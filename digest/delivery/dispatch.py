@@ -9,15 +9,17 @@ outgoing side (`mailer.Mailer`) and a batch composer; nothing here knows how a d
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import date, time
+from datetime import date, time, timedelta
 from itertools import islice
 from pathlib import Path
 
 from digest.delivery import journal
 from digest.delivery.handover import Outcome
 from digest.delivery.mailer import Mailer
+from digest.delivery.owners import Owner
 from digest.delivery.sender import KEEP_OUTCOMES, Blocked, ComposeBatch, Sender, SendReport, queue_outcomes, skip
 from digest.delivery.workers import Died, in_processes
 from digest.errors import StoreError
@@ -27,6 +29,8 @@ from digest.models import Composed, Subscriber, is_delivery_day
 from digest.schedule import Slot
 from digest.store import Queue, Store
 from digest.store.engine import database_errors, explain
+from digest.store.runs import this_process
+from digest.store.tables import _now
 
 log = logging.getLogger("digest")
 
@@ -84,8 +88,25 @@ def resting(store: Store, day: date, slots: Sequence[Slot], report: SendReport) 
         report.counts["skipped"] += total - len(emails)
 
 
+def claims_elsewhere(store: Store, day: date, group: str = "") -> dict[str, int]:
+    """How many digests of `day` each send run or worker has claimed, as each records it in the store, leaving out
+    the senders of `group` (this send's own processes)."""
+    found = {}
+    for row in store.workers(_now() - timedelta(days=1)):
+        owner, claimed = str(row["owner"]), row["claimed"]
+        if row["digest_date"] == day and isinstance(claimed, int) and not _of_group(owner, group):
+            found[owner] = claimed
+    return found
+
+
+def _of_group(owner: str, group: str) -> bool:
+    parsed = Owner.parse(owner)
+    return parsed is not None and parsed.of_group(group)
+
+
 def queue_date(store: Store, day: date, slots: Sequence[Slot], transport: str, report: SendReport) -> Queue:
     """Queue the digests due on `day` for the subscribers of `slots`; what it leaves out is counted as skipped."""
+    report.claims_before = claims_elsewhere(store, day)
     resting(store, day, slots, report)
     queue = store.enqueue_slots(day, on_day(slots, day), transport)
     queue_outcomes(queue, report)
@@ -103,14 +124,16 @@ def due_one(store: Store, day: date, subscriber: Subscriber, report: SendReport)
 def queue_one(store: Store, day: date, due: Sequence[Subscriber], *, transport: str,
               message_id: Callable[[str], str], report: SendReport) -> Queue:
     """The digest of one subscriber (`due_one`) queued through the same queue and claims as everyone's."""
+    report.claims_before = claims_elsewhere(store, day)
     queue = store.enqueue(day, [s.email for s in due], transport=transport, message_id=message_id)
     queue_outcomes(queue, report)
     return queue
 
 
 def left_to_others(queue: Queue, report: SendReport) -> None:
-    """What was due and neither attempted by this run nor still queued went to another run or worker."""
-    report.others = max(0, queue.queued + queue.held - report.claimed - report.left)
+    """Nothing to add: `Senders.deliver` has counted the digests other runs and workers claimed while this one ran
+    (`report.others`), from what they recorded. Nothing is inferred from what this run did not do: a run stopped by
+    a failing disk or database has not handed anything to anyone."""
 
 
 @dataclass(frozen=True)
@@ -122,18 +145,24 @@ class Senders:
     journal: Path
     workers: int = 1
 
-    def sender(self, compose: ComposeBatch, day: date, command: str = "send") -> Sender:
-        """One sender of `day`'s digests, composed by `compose`."""
+    def sender(self, compose: ComposeBatch, day: date, command: str = "send", *, group: str = "",
+               runs_of: str | None = None) -> Sender:
+        """One sender of `day`'s digests, composed by `compose` (one of the senders of `group`, keeping the runs of
+        the process `runs_of` alive)."""
         mailer = self.mailer
         return Sender(self.store, compose=compose, profiles=self.store.subscribers_by_email,
                       transport=lambda: mailer.transport, wire=mailer.wire, blocked=blocked(self.store, day),
-                      policy=mailer.policy(), command=command, journal_folder=self.journal)
+                      policy=mailer.policy(), owner=Owner.current(group), command=command,
+                      journal_folder=self.journal, runs_of=runs_of)
 
     def deliver(self, compose: ComposeBatch, day: date, report: SendReport, *, should_stop: Callable[[], bool],
                 command: str, warm: Callable[[], None], only: str | None = None, total: int | None = None) -> None:
         """Claim and deliver the queued digests of `day` in up to `workers` processes (`warm` prepares what they
-        share before they fork), and merge what each did into `report`."""
+        share before they fork), and merge what each did into `report`, with how many digests of `day` other runs
+        and workers claimed meanwhile (`others`: counted from what they record, never inferred)."""
         workers = max(1, min(self.workers, total if total is not None else self.workers))
+        group, starter = secrets.token_hex(3), this_process()  # this send's processes; the one whose run it is
+        before = report.claims_before if report.claims_before is not None else claims_elsewhere(self.store, day)
 
         def job(stop: Callable[[], bool]) -> SendReport:
             from threadpoolctl import threadpool_limits
@@ -143,8 +172,8 @@ class Senders:
                 self.mailer.transport.share(workers)  # the rate limits are for the run, not for each process
             # A batch's matrix products are small: BLAS threads would spin idle on the cores other workers use.
             with threadpool_limits(limits=1, user_api="blas"):
-                return self.sender(compose, day, command).work(day, mine, only=only, should_stop=stop,
-                                                               total=total if workers == 1 else None)
+                sender = self.sender(compose, day, command, group=group, runs_of=starter)
+                return sender.work(day, mine, only=only, should_stop=stop, total=total if workers == 1 else None)
 
         if workers > 1:
             warm()  # once, before the fork: the children share it
@@ -159,6 +188,16 @@ class Senders:
                 report.add(Outcome("(worker)", "failed", str(result)))
             else:
                 report.merge(result)
+        report.others += self._claimed_since(day, before, group)
+
+    def _claimed_since(self, day: date, before: dict[str, int], group: str) -> int:
+        """The digests of `day` that runs and workers outside `group` claimed since they had claimed `before` (0 when
+        the store cannot say: a failing database is no other worker)."""
+        try:
+            now = claims_elsewhere(self.store, day, group)
+        except database_errors():
+            return 0
+        return sum(max(0, claimed - before.get(owner, 0)) for owner, claimed in now.items())
 
 
 def dry_run(store: Store, compose: ComposeBatch, due: Iterator[Subscriber], day: date, report: SendReport, *,

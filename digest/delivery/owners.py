@@ -12,18 +12,9 @@ import secrets
 import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 from digest.numbers import whole
-
-
-def _start_time(pid: int) -> str:
-    """The process's start time in clock ticks since boot (Linux), or "" where /proc does not say."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    return stat.rsplit(")", 1)[1].split()[19]  # field 22; the name in parentheses may hold spaces
+from digest.store.runs import process_start as _start_time
 
 
 def _running(pid: int) -> bool:
@@ -38,7 +29,8 @@ def _running(pid: int) -> bool:
 
 @dataclass(frozen=True)
 class Owner:
-    """A claiming process: `host/pid/start/nonce` (the nonce tells two runs of one process apart)."""
+    """A claiming process: `host/pid/start/nonce` (the nonce tells two runs of one process apart, and starts with
+    the group of senders it belongs to, if any: the processes of one send)."""
 
     host: str
     pid: int
@@ -46,9 +38,19 @@ class Owner:
     nonce: str
 
     @classmethod
-    def current(cls) -> Owner:
+    def current(cls, group: str = "") -> Owner:
         pid = os.getpid()
-        return cls(socket.gethostname(), pid, _start_time(pid), secrets.token_hex(3))
+        token = secrets.token_hex(3)
+        return cls(socket.gethostname(), pid, _start_time(pid), f"{group}.{token}" if group else token)
+
+    def of_group(self, group: str) -> bool:
+        """Whether this owner is one of the senders of `group` (`current(group)`)."""
+        return bool(group) and self.nonce.startswith(f"{group}.")
+
+    @property
+    def here(self) -> bool:
+        """Whether this owner is a process of this machine (whose life `gone` can tell)."""
+        return self.host == socket.gethostname()
 
     @classmethod
     def parse(cls, text: str) -> Owner | None:
@@ -67,7 +69,7 @@ class Owner:
 
     def gone(self) -> bool:
         """True when this owner is a process of this machine that no longer runs (unknown elsewhere: False)."""
-        if self.host != socket.gethostname():
+        if not self.here:
             return False
         if not _running(self.pid):
             return True

@@ -48,12 +48,15 @@ class SendReport:
     invalid_profiles: int = 0
     halted: str = ""  # why the transport stopped taking messages, if it did
     not_attempted: int = 0  # digests left queued because the transport stopped
-    others: int = 0  # due digests another run or worker held or sent meanwhile
+    others: int = 0  # digests of the date that other send runs and workers claimed while this one ran
     claimed: int = 0  # digests this run claimed and attempted (claims given back unsent do not count)
     left: int = 0  # digests of the date still queued when this run ended
     counts: Counter[str] = field(default_factory=Counter)
     retried: int = 0  # digests that needed more than one try
     suppressed: int = 0  # addresses suppressed by this run's bounces
+    # Each other send run's or worker's claims of the date when this run queued its digests (what `others` counts
+    # from; None until then).
+    claims_before: dict[str, int] | None = field(default=None, repr=False)
 
     def add(self, outcome: Outcome) -> None:
         self.counts[outcome.status] += 1
@@ -104,6 +107,7 @@ class SendPolicy:
 
 
 RECHECK_SECONDS = 0.5  # suppressions and pauses are read again when the last look is older than this
+RUN_HEARTBEAT_SECONDS = 60  # how often a sender says that the run it works for is still under way
 
 
 @dataclass(frozen=True)
@@ -123,13 +127,17 @@ class Sender:
                  profiles: Callable[[Sequence[str]], Mapping[str, Subscriber]],
                  transport: Callable[[], Transport], wire: Callable[[EmailMessage], bytes],
                  blocked: Callable[[Sequence[str]], Blocked], policy: SendPolicy, owner: Owner | None = None,
-                 command: str = "send", journal_folder: Path | None = None) -> None:
-        """`journal_folder`: where a message the server accepted goes when the database cannot record it."""
+                 command: str = "send", journal_folder: Path | None = None, runs_of: str | None = None) -> None:
+        """`journal_folder`: where a message the server accepted goes when the database cannot record it;
+        `runs_of`: the process (`store.runs.this_process`) whose logged runs this sender keeps alive as it works
+        (the one that started the send, when this sender is a forked worker)."""
         self.store, self.compose, self.profiles = store, compose, profiles
         self.transport, self.wire, self.blocked, self.policy = transport, wire, blocked, policy
         self.owner = owner or Owner.current()
         self.command = command
         self.journal_folder = journal_folder
+        self.runs_of = runs_of
+        self._heard = 0.0  # when `runs_of`'s runs were last said to be under way (monotonic)
         self._journal: Journal | None = None
         self._lease_until = datetime.min
         self._stop_at = None if policy.max_run is None else time.monotonic() + policy.max_run.total_seconds()
@@ -157,6 +165,8 @@ class Sender:
                         break
                     claimed += len(batch)
                     report.claimed += len(batch)
+                    self.store.worker_progress(me, claimed=claimed)  # at once: another run counts what it lost
+                    self._still_running()
                     self._deliver_batch(day, batch, report, should_stop, bar)
                     self.store.worker_progress(me, claimed=claimed, sent=report.count("sent"),
                                                failed=report.count("failed"), deferred=report.count("deferred"),
@@ -169,6 +179,12 @@ class Sender:
         finally:
             self._finish(day, report, claimed)
         return report
+
+    def _still_running(self) -> None:
+        """Renew the lease of the runs this sender works for, once a minute at most."""
+        if self.runs_of and time.monotonic() - self._heard > RUN_HEARTBEAT_SECONDS:
+            self.store.keep_running(self.runs_of)
+            self._heard = time.monotonic()
 
     def _finish(self, day: date, report: SendReport, claimed: int) -> None:
         """Give back what was claimed and not attempted, and say what is left; a broken database only logs."""

@@ -5,6 +5,7 @@ Also the run's own time limit, and an unsubscribe that lands while a run is unde
 
 from __future__ import annotations
 
+import os
 import resource
 import shutil
 import sqlite3
@@ -157,8 +158,10 @@ def test_a_full_disk_never_sends_a_message_twice(tmp_path: Path):
             trial = tmp_path / f"limit-{kb}"
             shutil.copytree(base, trial)
             before = len(server.messages)
+            # No bytecode written under the limit: a .pyc cut short there would break every later import of it.
             full = subprocess.run([sys.executable, "-m", "digest", "send", "--date", DAY.isoformat()], cwd=trial,
-                                  capture_output=True, text=True, preexec_fn=_limited(kb * 1024))
+                                  capture_output=True, text=True, preexec_fn=_limited(kb * 1024),
+                                  env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
             if full.returncode:
                 errors = [line for line in full.stderr.splitlines() if line.startswith("digest: error:")]
                 assert full.returncode == 1 and len(errors) == 1 and "Traceback" not in full.stderr, full.stderr

@@ -120,6 +120,7 @@ def test_workers_share_a_send_and_a_killed_one_is_taken_over(site):
         os.kill(children[0], signal.SIGKILL)
         code, out, err = finish(run)
     assert code == 1 and "a worker process was killed by signal SIGKILL" in err and "Traceback" not in err, err
+    assert "taken by other workers" not in out, out  # what its own killed worker sent was no other worker's
     ids = by_recipient(server)
     assert len(ids) == SUBSCRIBERS
     twice = {r: i for r, i in ids.items() if len(i) > 1}
