@@ -304,7 +304,7 @@ class Signups:
             period, most = HOUR, self.settings.per_ip_hour
             heading, text = ("Too many signups from your network",
                              "Please wait an hour and try again.")
-            who = _network(who)
+            who = network(who)
         else:
             period, most = DAY, self.settings.per_address_day
             heading, text = ("Too many signups for this address",
@@ -490,7 +490,7 @@ def _recipient(subscriber: Subscriber) -> Address:
     return Address(display_name=name, username=user, domain=domain)
 
 
-def _network(ip: str) -> str:
+def network(ip: str) -> str:
     """The rate limit's unit: an IPv4 address, or an IPv6 address's /64 (one host often has the whole /64)."""
     try:
         address = ipaddress.ip_address(ip)

@@ -8,10 +8,14 @@ replaced as the interests page replaces it (`Store.replace_web_profile`), so the
 subscriber's profile is theirs to change: a profile file's or an import's sees their libraries with a line saying
 who manages them. The link is the preferences link's token (same expiry, same answer once erased); every POST passes
 the same-site check, and this route alone (with the signup form) takes a body as large as a library (`uploads`).
+The page's POSTs are counted per reader and per network (PER_READER_HOUR, PER_NETWORK_HOUR: 429 past them, before the
+form is parsed), and an upload that leaves work for later needs a place in the server's bounded backlog (429 when it
+is full, nothing stored); opening the page asks again the ids of libraries never looked up.
 """
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 
 from flask import Blueprint, Response, abort, request
@@ -19,25 +23,35 @@ from werkzeug.exceptions import RequestEntityTooLarge
 
 from digest.models import Interest, Subscriber
 from digest.numbers import whole
-from digest.signup.signups import LIBRARY_INTEREST
+from digest.signup.signups import HOUR, LIBRARY_INTEREST, network
 from digest.subscribers.libraries import MAX_ENTRIES, Library, LibraryError, library_interest, read_upload
 from digest.subscribers.profiles import MAX_INTERESTS, MAX_LIBRARIES, MAX_NAME
+from digest.web.backlog import Ticket
 from digest.web.common import MANAGERS, current, page
 from digest.web.public import _same_site_or_403, _token
+from digest.web.signup import client_ip, room
 from digest.web.uploads import (
+    BUSY,
+    BUSY_RETRY,
     MAX_BODY_BYTES,
     PASTED,
     allow_large_body,
+    ask_again,
+    backlog,
     describe,
-    look_up_later,
     lookup_of,
-    prepare_later,
+    lookup_said,
+    needs_work,
     upload_of,
 )
 
 blueprint = Blueprint("library", __name__)
 
 NEW = "new"  # the interest choice that makes a new interest
+# The page's forms (uploads and removals) one reader, and one network (an IPv4 address, an IPv6 /64), may send in an
+# hour, counted in the store as the signup's limits are (every `digest serve` on it together); more get 429.
+PER_READER_HOUR = 20
+PER_NETWORK_HOUR = 60
 
 
 @dataclass(frozen=True)
@@ -57,6 +71,7 @@ class Outcome:
     message: str
     problems: tuple[str, ...] = ()
     status: int = 200
+    retry_after: int | None = None  # (a 429's Retry-After, in seconds)
 
 
 @blueprint.route("/library/<token>", methods=["GET", "POST"])
@@ -71,12 +86,26 @@ def library(token: str) -> Response:
     if request.method == "POST":
         _same_site_or_403()
         allow_large_body(request)
-        outcome = _change(source, subscriber)
+        outcome = _limited(subscriber.email) or _change(source, subscriber)
         found = current().store.profile_of(subject.email)
         if found is None:
             abort(404)
         source, subscriber = found
+    elif source == "web":  # ids whose lookup was lost (a server stopped) are asked again
+        ask_again(subscriber.email, subscriber.interests)
     return _page(subscriber, source, outcome)
+
+
+def _limited(email: str) -> Outcome | None:
+    """Count this POST against the reader's and their network's hourly limits; the 429 past either (before the form
+    is read)."""
+    signups = room()
+    for kind, who, most, whose in (("library-reader", email.lower(), PER_READER_HOUR, "for your address"),
+                                   ("library-ip", network(client_ip()), PER_NETWORK_HOUR, "from your network")):
+        if current().store.hit(f"{kind}:{signups.keyed(kind, who)}", HOUR) > most:
+            return Outcome(f"Too many library uploads {whose}: at most {most} an hour. Please try again in an hour. "
+                           "Nothing was changed.", status=429, retry_after=HOUR)
+    return None
 
 
 def _change(source: str, subscriber: Subscriber) -> Outcome:
@@ -111,12 +140,16 @@ def _add(subscriber: Subscriber, upload: tuple[str, bytes | str] | None, choice:
     interests, problem = _placed(subscriber, read, choice, name)
     if problem:
         return Outcome(f"{problem} Nothing was changed.", status=422)
-    if not current().store.replace_web_profile(replace(subscriber, interests=interests)):
-        return Outcome("Your interests are now managed by the newsletter's operator. Nothing was changed.", status=409)
-    named = interests[-1].name if choice == NEW else interests[int(choice)].name
-    given = [i for i in interests if i.name == named]
-    prepare_later(given)
-    looked = look_up_later(given[0], read.entries) if given else ""
+    with (backlog().reserve(subscriber.email) if needs_work(read.entries) else nullcontext(Ticket(""))) as ticket:
+        if ticket is None:  # (the work on it could not be queued: nothing is stored)
+            return Outcome(BUSY[1], status=429, retry_after=BUSY_RETRY)
+        if not current().store.replace_web_profile(replace(subscriber, interests=interests)):
+            return Outcome("Your interests are now managed by the newsletter's operator. Nothing was changed.",
+                           status=409)
+        named = interests[-1].name if choice == NEW else interests[int(choice)].name
+        given = [i for i in interests if i.name == named]
+        looked, ask = lookup_said(given[0], read.entries) if given else ("", False)
+        ticket.add(given, look_up=ask)
     readable = any(e.title or e.abstract for e in read.entries)
     after = "Your next digest uses it." if readable or not looked else "Your next digest uses them once found."
     return Outcome(f"Read {describe(read)} into “{named}”. {looked + ' ' if looked else ''}{after}", read.problems)
@@ -180,7 +213,10 @@ def _page(subscriber: Subscriber, source: str, outcome: Outcome) -> Response:
                 preferences_url="/preferences/".join(request.path.rsplit("/library/", 1)), new=NEW,
                 max_entries=MAX_ENTRIES, max_mb=MAX_BODY_BYTES // 2**20, max_libraries=MAX_LIBRARIES,
                 full=full, chosen=_default(shelves, full))
-    return Response(html, outcome.status, content_type="text/html; charset=utf-8")
+    response = Response(html, outcome.status, content_type="text/html; charset=utf-8")
+    if outcome.retry_after:
+        response.headers["Retry-After"] = str(outcome.retry_after)
+    return response
 
 
 def _default(shelves: list[Shelf], full: bool) -> str:

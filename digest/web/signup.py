@@ -12,6 +12,7 @@ from __future__ import annotations
 import hmac
 import re
 import secrets
+from contextlib import nullcontext
 from datetime import date
 from urllib.parse import urlsplit
 
@@ -22,9 +23,19 @@ from digest.signup.onboarding import offered
 from digest.signup.signups import LIBRARY_INTEREST, Confirmed, Form, Invalid, Refused, Signups, rating_url, zones
 from digest.subscribers.libraries import library_interest
 from digest.web import access
+from digest.web.backlog import Ticket
 from digest.web.common import CSP, FREQUENCIES, current, page, zone_groups
 from digest.web.guard import host_name, same_site
-from digest.web.uploads import MAX_BODY_BYTES, allow_large_body, describe, look_up_later, prepare_later, upload_of
+from digest.web.uploads import (
+    BUSY,
+    BUSY_RETRY,
+    MAX_BODY_BYTES,
+    allow_large_body,
+    backlog,
+    describe,
+    lookup_said,
+    upload_of,
+)
 
 blueprint = Blueprint("signup", __name__)
 
@@ -129,18 +140,23 @@ def subscribe() -> Response:
     token = request.form.get("csrf", "")
     if not cookie or not hmac.compare_digest(token.encode(), room().form_token(cookie).encode()):
         return _form(form, ["This form had expired. Please check it and send it again."], 403, given=True)
-    try:
-        library = room().request(form, client_ip())
-    except Invalid as exc:
-        return _form(form, exc.problems, 422, given=True)
-    except Refused as exc:
-        return _refused(exc)
-    looked = ""
-    if library:  # made while the reader finds the email, for the welcome page's preview
-        given = library_interest(LIBRARY_INTEREST, library)
-        prepare_later([given])
-        looked = look_up_later(given, library.entries, "your library page, linked from every digest, says what was "
-                               "found")
+    # A form with a library needs a place for the work on it (made while the reader finds the email, for the welcome
+    # page's preview) before anything is recorded; a full queue: 429, and nothing is.
+    with backlog().reserve(form.email) if form.library is not None else nullcontext(Ticket("")) as ticket:
+        if ticket is None:
+            return _refused(Refused(429, *BUSY, retry_after=BUSY_RETRY))
+        try:
+            library = room().request(form, client_ip())
+        except Invalid as exc:
+            return _form(form, exc.problems, 422, given=True)
+        except Refused as exc:
+            return _refused(exc)
+        looked = ""
+        if library:
+            given = library_interest(LIBRARY_INTEREST, library)
+            looked, ask = lookup_said(given, library.entries, "your library page, linked from every digest, says "
+                                      "what was found")
+            ticket.add([given], look_up=ask)
     return Response(page("subscribe-sent", email=form.email, hours=current().config.signup.confirm_hours,
                          library_read=describe(library) if library else "", library_lookup=looked,
                          library_problems=library.problems if library else ()),

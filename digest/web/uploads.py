@@ -2,7 +2,9 @@
 
 The library page (`library`) and the signup form (`signup`) take one; these are the only routes whose requests may
 be larger than the app's 64 KiB (`MAX_BODY_BYTES`), and every limit of a library file still holds (entries,
-lines, nesting, fields: see `digest.subscribers.libraries`).
+lines, nesting, fields: see `digest.subscribers.libraries`). A library is stored before the page answers; the work
+on it (its profile in the text model's space, its ids the store lacks looked up) is a job of the server's bounded
+`backlog`, whose place the upload reserves before storing anything (none: 429, BUSY, and nothing changes).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from flask import Request, current_app
@@ -18,9 +20,10 @@ from flask import Request, current_app
 from digest.models import Interest, LibraryEntry
 from digest.sources import lookup
 from digest.sources.fetch import Fetcher, FetchPolicy
-from digest.sources.lookup import LOOKUP_KEY, Job, Looked, Lookups, bare, look_up
+from digest.sources.lookup import LOOKUP_KEY, Looked, bare, look_up
 from digest.subscribers.libraries import MAX_ENTRIES, Library
-from digest.web.common import current
+from digest.web.backlog import Backlog, Job
+from digest.web.common import Site, current
 
 log = logging.getLogger("digest")
 
@@ -71,79 +74,107 @@ def describe(library: Library) -> str:
     return f"{papers}{cut} from {library.path} ({kinds.get(library.format, library.format)})"
 
 
-def prepare_later(interests: Sequence[Interest]) -> None:
-    """Make the text model's profiles of libraries just given, in the background (one library at a time), so that
-    the next send and the welcome page's preview read them as every later send does instead of making them: the
-    first digest of a library of 2,000 papers with abstracts took about 2 minutes of CPU here (65 ms a paper the
-    store does not have). A send still makes any it finds missing (a server stopped meanwhile)."""
-    app = current()
-    if app.dense is None or not interests:
-        return
-    lock = current_app.config.setdefault("LIBRARY_PREPARING", threading.Lock())
-
-    def prepare() -> None:
-        from digest.select.dense import DenseEmbedder
-
-        with lock:
-            try:  # an embedder of its own: the request threads' one keeps memos that are not made to be shared
-                DenseEmbedder(app.store).interests(list(interests))
-            except Exception:  # noqa: BLE001 - the next send makes the profile instead
-                log.exception("could not make the profile of a library just given; the next send makes it")
-
-    threading.Thread(target=prepare, name="prepare-library", daemon=True).start()
+BUSY = ("Too many library uploads at once", "Too many libraries are being read on this server right now: please "
+        "try again in a minute. Nothing was changed.")
+BUSY_RETRY = 60  # seconds the 429's Retry-After asks for
 
 
-def lookups() -> Lookups:
-    """This web application's queue of library lookups (one thread, a bounded queue: `sources.lookup`)."""
-    app = current()
-    found = current_app.config.get("LIBRARY_LOOKUPS")
+def backlog() -> Backlog:
+    """This web application's queue of library work (`backlog`): a few workers, one job waiting a reader."""
+    found = current_app.config.get("LIBRARY_WORK")
     if found is None:
-        config = app.config
-
-        def run(entries: Sequence[LibraryEntry]) -> tuple[list[LibraryEntry], Looked]:
-            fetcher = Fetcher(FetchPolicy.of(config.fetch))
-            try:
-                return look_up(entries, lambda refs: set(app.store.find_papers(refs)), fetcher,
-                               arxiv_api=config.libraries.arxiv_api or lookup.ARXIV_API,
-                               doi_api=config.libraries.doi_api or lookup.DOI_API)
-            finally:
-                fetcher.close()
-
-        found = current_app.config.setdefault("LIBRARY_LOOKUPS", Lookups(run))
+        found = current_app.config.setdefault("LIBRARY_WORK", Backlog(_runner(current())))
     return found  # type: ignore[no-any-return]
 
 
-def look_up_later(interest: Interest, entries: Sequence[LibraryEntry],
-                  then: str = "come back to this page to see what was found") -> str:
-    """Queue the lookup of the ids of a library just given that the store lacks, and say what happens to them (""
-    when it names none): "8 ids: 3 in the store, 5 being looked up …"."""
+def needs_work(entries: Sequence[LibraryEntry]) -> bool:
+    """Whether a library just read leaves work for later (a profile to make, ids to look up), so that its upload
+    needs a place in the backlog."""
+    app = current()
+    return app.dense is not None or (app.config.libraries.lookup and any(bare(e) for e in entries))
+
+
+def _runner(app: Site) -> Callable[[Job], None]:
+    """What a worker does with a reader's job: each library's profile in the text model's space (one at a time on
+    this server: the first digest of a library of 2,000 papers with abstracts took about 2 minutes of CPU here, 65 ms
+    a paper the store does not have), so that the next send and the welcome page's preview read it instead of making
+    it; then the lookup of its ids the store lacks, what is found filling its entries (and its profile made again),
+    and what happened kept for its page. A send still makes any profile it finds missing (a server stopped
+    meanwhile)."""
+    config, store = app.config, app.store
+    one_at_a_time = threading.Lock()
+
+    def profile(interest: Interest) -> None:
+        if app.dense is None:
+            return
+        from digest.select.dense import DenseEmbedder
+
+        with one_at_a_time:  # an embedder of its own: the request threads' one keeps memos not made to be shared
+            DenseEmbedder(store).interests([interest])
+
+    def run(job: Job) -> None:
+        for key, given in job.interests.items():
+            interest = replace(given, library=())  # (its entries as stored, read again)
+            try:
+                profile(interest)
+            except Exception:  # noqa: BLE001 - the next send makes the profile instead
+                log.exception("could not make the profile of a library just given; the next send makes it")
+            entries = store.library_entries(key) if key in job.look_up and config.libraries.lookup else []
+            if not any(bare(e) for e in entries):  # (another reader's job with the same library found them first)
+                continue
+            fetcher = Fetcher(FetchPolicy.of(config.fetch))
+            try:
+                found, looked = look_up(entries, lambda refs: set(store.find_papers(refs)), fetcher,
+                                        arxiv_api=config.libraries.arxiv_api or lookup.ARXIV_API,
+                                        doi_api=config.libraries.doi_api or lookup.DOI_API)
+            finally:
+                fetcher.close()
+            if looked.from_arxiv or looked.from_doi:
+                store.update_library(key, found)
+                profile(interest)
+            store.put_cache(LOOKUP_KEY + key, looked.to_json().encode())
+
+    return run
+
+
+def lookup_said(interest: Interest, entries: Sequence[LibraryEntry],
+                then: str = "come back to this page to see what was found") -> tuple[str, bool]:
+    """What happens to the ids of a library just given that the store lacks ("" when it names none: "8 ids: 3 in the
+    store, 5 being looked up …"), and whether they are to be looked up (`Ticket.add`'s `look_up`)."""
     app = current()
     bare_ones = [e for e in entries if bare(e)]
     if not bare_ones or not interest.library_key:
-        return ""
+        return "", False
     known = set(app.store.find_papers([e.ref for e in bare_ones]))
     asked = sum(1 for e in bare_ones if e.ref not in known)
     said = f"{len(bare_ones)} id{'s' if len(bare_ones) != 1 else ''}: {len(known)} in the store"
     if not asked:
-        return said + "."
+        return said + ".", False
     if not app.config.libraries.lookup:
         return (f"{said}, {asked} not yet looked up (this newsletter does not look ids up: they count once a source "
-                "brings their papers in).")
-    store, key = app.store, interest.library_key
+                "brings their papers in)."), False
+    return f"{said}, {asked} being looked up on arXiv and Crossref: {then}.", True
 
-    def done(key: str, found: list[LibraryEntry], looked: Looked) -> None:
-        if looked.from_arxiv or looked.from_doi:
-            store.update_library(key, found)
-            if app.dense is not None:
-                from digest.select.dense import DenseEmbedder
 
-                DenseEmbedder(store).interests([replace(interest, library=())])
-        store.put_cache(LOOKUP_KEY + key, looked.to_json().encode())
-
-    if not lookups().submit(Job(key, tuple(entries), done)):
-        return (f"{said}, {asked} not yet looked up (too many lookups are waiting: they are asked again when you "
-                "come back to this page).")
-    return f"{said}, {asked} being looked up on arXiv and Crossref: {then}."
+def ask_again(email: str, interests: Sequence[Interest]) -> None:
+    """Queue the lookup of libraries whose ids were never looked up (a lookup lost with a server that stopped), when
+    `email` has no job of theirs waiting or running and there is room; else leave them for a later visit."""
+    app = current()
+    if not app.config.libraries.lookup:
+        return
+    work = backlog()
+    if work.busy(email):
+        return
+    never = [i for i in interests if i.library_key and app.store.get_cache(LOOKUP_KEY + i.library_key) is None]
+    todo = []
+    for interest in never:
+        refs = [e.ref for e in app.store.library_entries(interest.library_key) if bare(e)]
+        if refs and len(set(app.store.find_papers(refs))) < len(set(refs)):
+            todo.append(interest)
+    if todo:
+        with work.reserve(email) as ticket:
+            if ticket is not None:
+                ticket.add(todo, look_up=True)
 
 
 def lookup_of(interest: Interest) -> str:
