@@ -645,7 +645,8 @@ def cmd_status(config: Config, args: argparse.Namespace) -> int:
                              slots={Slot(c.timezone, c.send_at, c.frequency): c.subscribers
                                     for c in store.slot_counts()},
                              workers=store.workers(now.replace(tzinfo=None) - timedelta(days=1)),
-                             suppressions=suppressions)
+                             suppressions=suppressions, sources=[s.label for s in config.sources],
+                             ingest_paths=config.ingest.paths)
     finally:
         app.close()
     print(text)

@@ -4,8 +4,9 @@ A `Finding` names the setting, what is wrong and the fix. Those that `stops_smtp
 identity left in place (a From, Reply-To or return path on a reserved example domain, the sample's
 base_url or postal address, or a base_url on this machine): a send over SMTP stops on them unless
 the operator says it is a lab (`--allow-placeholder`). The others (no link-signing secret in the
-environment, no DKIM, a base_url the configured `digest serve` would not answer) are reported by
-`digest check`, and the secret also warned of when a send starts. The DNS records the From domain
+environment, no DKIM, a base_url the configured `digest serve` would not answer, no `[[sources]]`, so
+that every digest is made of the same sample pages) are reported by `digest check`, and the secret
+and the sources also warned of when a send over SMTP starts. The DNS records the From domain
 needs (SPF, DMARC, DKIM) are printed to publish, never looked up: the check makes no network call.
 """
 
@@ -236,6 +237,18 @@ def _dkim_record(name: str, kind: str, key: str | None) -> str:
     return f"{name} TXT {quoted}   {note})"
 
 
+def sources(config: Config) -> list[Finding]:
+    """No live source: every run reads `[ingest] paths` again (as shipped, the sample pages), so the digests are
+    made of the same papers day after day."""
+    if config.sources:
+        return []
+    paths = ", ".join(map(str, config.ingest.paths)) or "none"
+    return [Finding("sources", f"no [[sources]] configured: `digest run` and `digest fetch` read only [ingest] paths "
+                    f"({paths}), the same files every time (as shipped, the sample pages), so no new paper arrives "
+                    "and every digest keeps coming from them", "add the feeds to follow as [[sources]] tables "
+                    "(docs/configuration.md, section \"Sources\")")]
+
+
 def readers(store: Any) -> list[Finding]:
     """The sample's readers (reserved example domains) still among the subscribers: their digests go nowhere."""
     count, first = store.subscribers_on([*EXAMPLE_DOMAINS, *RESERVED_TLDS])
@@ -250,14 +263,16 @@ def readers(store: Any) -> list[Finding]:
 
 def check(config: Config, environ: Mapping[str, str], serve: Serve) -> list[Finding]:
     """Everything not ready for real readers, the identity first."""
-    return [*identity(config), *secret(config, environ), *dkim(config, environ), *served(config, serve)]
+    return [*identity(config), *secret(config, environ), *dkim(config, environ), *served(config, serve),
+            *sources(config)]
 
 
 def smtp_gate(config: Config, environ: Mapping[str, str], *, allow_placeholder: bool,
               what: str = "this SMTP send") -> list[str]:
     """Checked when a send over SMTP starts: a placeholder identity stops it (ConfigError, exit 2) unless
     `allow_placeholder` (a lab, which is warned of nothing more); with a real identity, what else is certain
-    without `digest serve`'s flags (the secret) comes back as warnings."""
+    without `digest serve`'s flags (the secret, the sources) comes back as warnings: real readers would get the
+    sample's papers, but that is the operator's to fix, not a reason to send nothing."""
     stops = identity(config)
     if stops and not allow_placeholder:
         names = ", ".join(dict.fromkeys(f.setting for f in stops))
@@ -266,7 +281,7 @@ def smtp_gate(config: Config, environ: Mapping[str, str], *, allow_placeholder: 
                           f"--allow-placeholder (${ALLOW_ENV}=1) for a lab")
     if stops:
         return []
-    return [f"not ready for real readers: {f.line()}" for f in secret(config, environ)]
+    return [f"not ready for real readers: {f.line()}" for f in (*secret(config, environ), *sources(config))]
 
 
 def summary(findings: list[Finding]) -> str:

@@ -6,6 +6,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
+from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -135,11 +136,13 @@ def suppression_section(store: Store, soft_limit: int, soft_days: int, now: date
 def render_status(*, now: datetime, day: date, runs: Sequence[RunRecord], fetches: Sequence[FetchRecord],
                   lines: Sequence[DeliveryLine], slots: Mapping[Slot, int],
                   workers: Sequence[Mapping[str, Any]] = (), counts: Mapping[str, int] | None = None,
-                  suppressions: Sequence[str] = ()) -> str:
+                  suppressions: Sequence[str] = (), sources: Sequence[str] | None = None,
+                  ingest_paths: Sequence[str | Path] = ()) -> str:
     """The whole report as text, section by section.
 
     `counts` (state → number) is given for a large list, when `lines` holds only the digests that
-    need a look rather than one line per subscriber.
+    need a look rather than one line per subscriber. `sources` names the configured `[[sources]]` (None: not
+    said), `ingest_paths` what a run reads without any.
     """
     out = ["Recent runs:"]
     out += [run_line(r) for r in runs] or ["  (none yet)"]
@@ -147,7 +150,7 @@ def render_status(*, now: datetime, day: date, runs: Sequence[RunRecord], fetche
         out += ["", "Send workers (last 24 hours):"]
         out += [worker_line(w, now) for w in workers]
     out += ["", "Sources (last fetch):"]
-    out += [_fetch(f) for f in fetches] or ["  (none fetched yet)"]
+    out += source_lines(fetches, sources, ingest_paths)
     shown = counts if counts is not None else Counter(line.state for line in lines)
     summary = ", ".join(f"{n} {state}" for state, n in sorted(shown.items()) if n) or "no subscribers"
     out += ["", f"Deliveries for {day}: {summary}"]
@@ -209,6 +212,22 @@ def worker_line(row: Mapping[str, Any], now: datetime) -> str:
 def _owner(text: str) -> str:
     owner = Owner.parse(text)
     return str(owner) if owner else text
+
+
+def source_lines(fetches: Sequence[FetchRecord], sources: Sequence[str] | None,
+                 ingest_paths: Sequence[str | Path] = ()) -> list[str]:
+    """Where papers come from: each configured source's last fetch (or that it has none yet), or, with no
+    `[[sources]]`, the files every run reads again (the sample, as shipped); then the fetches of sources no
+    longer configured."""
+    if sources is None:
+        return [_fetch(f) for f in fetches] or ["  (none fetched yet)"]
+    last = {f.source: f for f in fetches}
+    out = [_fetch(last[name]) if name in last else f"  {name:<24} not fetched yet" for name in sources]
+    if not sources:
+        paths = ", ".join(map(str, ingest_paths)) or "none"
+        out.append(f"  none configured: every run reads [ingest] paths ({paths}) again, as shipped the sample "
+                   "pages; add [[sources]] for new papers (docs/configuration.md, \"Sources\")")
+    return out + [_fetch(f) for f in fetches if f.source not in sources]
 
 
 def _fetch(record: FetchRecord) -> str:

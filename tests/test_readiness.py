@@ -28,7 +28,7 @@ from .smtpd import Recorder, smtp_server
 LAB = {"DIGEST_ALLOW_PLACEHOLDER": ""}  # the test suite is a lab (conftest); these tests are not
 IDENTITY = ('[newsletter]\nfrom_address = "digest@papers.acme.dev"\nbase_url = "https://digest.papers.acme.dev"\n'
             'postal_address = "Acme Papers, 12 Quay Road, Leith"\n')
-READY = IDENTITY + '[dkim]\nrelay_signs = true\n[smtp]\nhost = "smtp.acme.dev"\n'
+READY = IDENTITY + '[dkim]\nrelay_signs = true\n[smtp]\nhost = "smtp.acme.dev"\n[[sources]]\nkind = "hf_daily"\n'
 
 
 def digest(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -61,13 +61,13 @@ def test_check_on_the_sample_names_every_setting_with_its_fix(tmp_path):
         "newsletter.from_address", "newsletter.base_url", "newsletter.postal_address"]
     assert all("; fix: " in line for line in stops)
     not_ready = {line.split(":")[1].strip() for line in lines if line.startswith("not ready: ")}
-    assert not_ready == {"newsletter.secret_env", "dkim.selector", "subscribers"}
+    assert not_ready == {"newsletter.secret_env", "dkim.selector", "sources", "subscribers"}
     readers = next(line for line in lines if line.startswith("not ready: subscribers: "))
     assert readers.startswith("not ready: subscribers: 5 of 5 subscribers are on reserved example domains "
                               "(ada@example.org, alan@example.org, grace@example.org, …)")
     assert '  example.org TXT "v=spf1 ' in result.stdout
     assert '  _dmarc.example.org TXT "v=DMARC1; p=none; ' in result.stdout
-    assert lines[-1] == "6 to fix before real readers (3 would stop a send over SMTP); run `digest check` again " \
+    assert lines[-1] == "7 to fix before real readers (3 would stop a send over SMTP); run `digest check` again " \
                         "after each fix"
 
 
@@ -162,7 +162,7 @@ def test_an_smtp_send_under_the_placeholder_stops_with_exit_2_and_sends_nothing(
 @pytest.mark.slow
 def test_a_lab_sends_with_allow_placeholder_and_a_real_identity_sends_with_a_warning(tmp_path):
     """--allow-placeholder (after the command, with -v) lets the sample's identity through; an own identity needs
-    no flag, and the missing secret is one warning line."""
+    no flag, and the missing secret and the missing sources are a warning line each."""
     server = Recorder()
     with smtp_server(server) as port:
         site = sample_site(tmp_path, smtp_settings(port))
@@ -175,7 +175,8 @@ def test_a_lab_sends_with_allow_placeholder_and_a_real_identity_sends_with_a_war
         real = digest(site, "send", "--date", "2026-06-12", "--subscriber", "margaret@example.org", DIGEST_SECRET="")
     assert real.returncode == 0, real.stderr
     warnings = [line for line in real.stderr.splitlines() if "not ready for real readers" in line]
-    assert len(warnings) == 1 and "newsletter.secret_env: $DIGEST_SECRET is not set" in warnings[0]
+    assert len(warnings) == 2 and "newsletter.secret_env: $DIGEST_SECRET is not set" in warnings[0]
+    assert "sources: no [[sources]] configured" in warnings[1]
     assert [m.message["From"].addresses[0].addr_spec for m in server.messages] == [
         "digest@example.org", "digest@papers.acme.dev"]
 
@@ -279,3 +280,33 @@ def test_readers_on_example_domains_are_found_on_both_databases(store_url):
             in found[0].problem
     finally:
         store.close()
+
+
+def test_check_and_status_say_the_papers_come_from_the_sample_until_sources_are_added(tmp_path, capsys):
+    """With no [[sources]], `digest check` names it (not ready, but no reason to stop a send) and `digest status`
+    says the papers come from [ingest] paths; once a source is configured, check no longer names it and status
+    lists the source as not fetched yet."""
+    from digest.cli import main
+
+    site = sample_site(tmp_path)
+    config = ["--config", str(site / "digest.toml")]
+
+    def printed(*args: str) -> str:
+        capsys.readouterr()
+        main([*config, *args])
+        return capsys.readouterr().out
+
+    found = [line for line in printed("check").splitlines() if line.startswith("not ready: sources: ")]
+    assert found == [f"not ready: sources: no [[sources]] configured: `digest run` and `digest fetch` read only "
+                     f"[ingest] paths ({SEEDS}), the same files every time (as shipped, the sample pages), so no new "
+                     "paper arrives and every digest keeps coming from them; fix: add the feeds to follow as "
+                     '[[sources]] tables (docs/configuration.md, section "Sources")']
+    sources = printed("status").split("Sources (last fetch):\n")[1].split("\n\n")[0]
+    assert sources == (f"  none configured: every run reads [ingest] paths ({SEEDS}) again, as shipped the sample "
+                       'pages; add [[sources]] for new papers (docs/configuration.md, "Sources")')
+    with (site / "digest.toml").open("a") as settings:
+        settings.write('\n[[sources]]\nkind = "file"\nname = "inbox"\npath = "inbox/*.jsonl"\n')
+    assert "sources" not in printed("check")
+    assert printed("status").split("Sources (last fetch):\n")[1].split("\n\n")[0] == \
+        f"  {'inbox':<24} not fetched yet"
+    assert not launch.sources(load_config(site / "digest.toml"))
