@@ -202,8 +202,13 @@ def run_line(run: RunRecord) -> str:
 def worker_line(row: Mapping[str, Any], now: datetime) -> str:
     """One send run or worker process: where, what date, how far, and whether it is still heard from."""
     heard = (now.replace(tzinfo=None) - row["heartbeat_at"]).total_seconds()
-    state = "finished" if row["finished_at"] else ("running" if heard < STALE_WORKER_SECONDS else
-                                                   f"silent for {heard:.0f} s (stopped?)")
+    process = Owner.parse(row["owner"])
+    if row["finished_at"]:
+        state = "finished"
+    elif process is not None and process.gone():  # killed or crashed, on this machine: its claims are free
+        state = "died (process gone)"
+    else:
+        state = "running" if heard < STALE_WORKER_SECONDS else f"silent for {heard:.0f} s (stopped?)"
     return (f"  {row['command']:<9} {_owner(row['owner']):<28} {row['digest_date']}  claimed {row['claimed']}, "
             f"sent {row['sent']}, failed {row['failed']}, deferred {row['deferred']}, skipped {row['skipped']}"
             f"  {state}")

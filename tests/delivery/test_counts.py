@@ -98,16 +98,27 @@ def status(site: Path, capsys) -> tuple[int, list[str], str]:
     return code, lines[1:], err
 
 
+def status_section(site: Path, capsys, heading: str) -> list[str]:
+    """The lines of one section of `digest status`."""
+    capsys.readouterr()
+    main(["--config", str(site / "digest.toml"), "status", "--date", DAY.isoformat()])
+    section = capsys.readouterr().out.split(f"{heading}\n", 1)[1]
+    return section.split("\n\n")[0].splitlines()
+
+
 @pytest.fixture
 def site(tmp_path: Path) -> Path:
     return sample_site(tmp_path)
 
 
 def test_a_run_whose_process_was_killed_shows_as_died(site: Path, capsys):
-    """A process logs a send run and is killed with SIGKILL before it finishes: `digest status` shows the run as
-    died (process gone), not running, and exits 1 as for a failed run."""
-    starter = ("import sys, time\nfrom digest.store import Store\n"
-               "print(Store(sys.argv[1]).start_run('send'), flush=True)\ntime.sleep(120)\n")
+    """A process logs a send run, starts sending (its worker row) and is killed with SIGKILL before it finishes:
+    `digest status` shows the run as died (process gone), not running, and so its worker, and exits 1 as for a
+    failed run."""
+    starter = ("import sys, time\nfrom datetime import date\nfrom digest.delivery.owners import Owner\n"
+               "from digest.store import Store\nstore = Store(sys.argv[1])\nrun_id = store.start_run('send')\n"
+               "store.start_worker(Owner.current().id, 'send', date(2026, 6, 12))\n"
+               "print(run_id, flush=True)\ntime.sleep(120)\n")
     process = subprocess.Popen([sys.executable, "-c", starter, f"sqlite:///{site / 'digest.db'}"], cwd=site,
                                stdout=subprocess.PIPE, text=True, env=cli_env())
     try:
@@ -124,6 +135,8 @@ def test_a_run_whose_process_was_killed_shows_as_died(site: Path, capsys):
     assert line.split("UTC  ", 1)[1] == f"died     (process gone: pid {process.pid} on {os.uname().nodename} no " \
                                         "longer runs)"
     assert code == 1 and err == f"digest: the last run (#{run_id} send) died\n"
+    workers = status_section(site, capsys, "Send workers (last 24 hours):")
+    assert [w.split(f"pid {process.pid} on ", 1)[1].endswith("  died (process gone)") for w in workers] == [True]
 
 
 def test_a_run_of_another_machine_silent_past_its_lease_shows_as_died(site: Path, capsys):
