@@ -142,7 +142,7 @@ def _add(subscriber: Subscriber, upload: tuple[str, bytes | str] | None, choice:
         return Outcome(f"{problem} Nothing was changed.", status=422)
     with (backlog().reserve(subscriber.email) if needs_work(read.entries) else nullcontext(Ticket(""))) as ticket:
         if ticket is None:  # (the work on it could not be queued: nothing is stored)
-            return Outcome(BUSY[1], status=429, retry_after=BUSY_RETRY)
+            return Outcome(f"{BUSY[0]}. {BUSY[1]}", status=429, retry_after=BUSY_RETRY)
         if not current().store.replace_web_profile(replace(subscriber, interests=interests)):
             return Outcome("Your interests are now managed by the newsletter's operator. Nothing was changed.",
                            status=409)

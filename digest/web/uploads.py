@@ -74,8 +74,8 @@ def describe(library: Library) -> str:
     return f"{papers}{cut} from {library.path} ({kinds.get(library.format, library.format)})"
 
 
-BUSY = ("Too many library uploads at once", "Too many libraries are being read on this server right now: please "
-        "try again in a minute. Nothing was changed.")
+BUSY = ("Too many library uploads at once", "This server is busy reading other libraries: please try again in a "
+        "minute. Nothing was changed.")  # (the page's heading, and what it says)
 BUSY_RETRY = 60  # seconds the 429's Retry-After asks for
 
 
