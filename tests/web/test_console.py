@@ -12,6 +12,7 @@ from bs4 import BeautifulSoup
 
 from digest import daily, readiness
 from digest.app import App
+from digest.config import build_config
 from digest.models import Interest, Subscriber
 from digest.store import Store
 from digest.store import console as console_store
@@ -111,7 +112,7 @@ def test_the_console_lists_what_digest_check_finds_first(web, monkeypatch):
     findings = [*readiness.check(web.app.config, {}, readiness.Serve("127.0.0.1", int(web.base.rsplit(":", 1)[1]))),
                 *readiness.readers(web.app.store)]
     assert {f.setting for f in findings} >= {"newsletter.from_address", "newsletter.base_url", "newsletter.secret_env",
-                                            "newsletter.postal_address", "dkim.selector", "subscribers"}
+                                            "newsletter.postal_address", "dkim.selector", "subscribers", "sources"}
     assert len(shown) == len(findings)
     for finding, item in zip(findings, shown, strict=True):
         assert item.startswith(finding.setting) and finding.problem in item and f"Fix: {finding.fix}" in item
@@ -121,14 +122,16 @@ def test_the_console_lists_what_digest_check_finds_first(web, monkeypatch):
 
 
 @pytest.mark.parametrize("relay_signs", [False, True])
-def test_a_ready_install_lists_only_what_is_left_and_then_nothing(make_config, tmp_path, monkeypatch, relay_signs):
-    """Settings of a real newsletter, the secret in the environment and no sample readers: only the missing DKIM is
-    listed, and once the relay is said to sign, nothing (no section at all)."""
+def test_a_ready_install_lists_only_what_is_left_and_then_nothing(tmp_path, monkeypatch, relay_signs):
+    """Settings of a real newsletter (its identity, a source to follow), the secret in the environment and no sample
+    readers: only the missing DKIM is listed, and once the relay is said to sign, nothing (no section at all)."""
     monkeypatch.setenv("DIGEST_SECRET", "console-test-secret")
     (tmp_path / "none").mkdir()
-    served = App(make_config(subscribers={"dir": str(tmp_path / "none")}, dkim={"relay_signs": relay_signs},
-                             newsletter={"from_address": "digest@papers-lab.org", "base_url": "https://papers-lab.org",
-                                         "postal_address": "Papers Lab, 5 Long Road, Oxford OX1 2AB"}))
+    served = App(build_config({
+        "store": {"url": "sqlite:///digest.db"}, "subscribers": {"dir": "none"}, "dkim": {"relay_signs": relay_signs},
+        "newsletter": {"from_address": "digest@papers-lab.org", "base_url": "https://papers-lab.org",
+                       "postal_address": "Papers Lab, 5 Long Road, Oxford OX1 2AB"},
+        "sources": [{"kind": "arxiv", "categories": ["cs.LG"]}]}, base=tmp_path))
     served.store.put_subscribers([Subscriber("reader@papers-lab.org", interests=(Interest("KV", ("kv cache",)),))],
                                  "import")
     server = Server(served)
