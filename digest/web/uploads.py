@@ -112,6 +112,22 @@ def _runner(app: Site) -> Callable[[Job], None]:
         with one_at_a_time:  # an embedder of its own: the request threads' one keeps memos not made to be shared
             DenseEmbedder(store).interests([interest])
 
+    def look_up_ids(key: str, interest: Interest) -> None:
+        entries = store.library_entries(key)
+        if not any(bare(e) for e in entries):  # (another reader's job with the same library found them first)
+            return
+        fetcher = Fetcher(FetchPolicy.of(config.fetch))
+        try:
+            found, looked = look_up(entries, lambda refs: set(store.find_papers(refs)), fetcher,
+                                    arxiv_api=config.libraries.arxiv_api or lookup.ARXIV_API,
+                                    doi_api=config.libraries.doi_api or lookup.DOI_API)
+        finally:
+            fetcher.close()
+        if looked.from_arxiv or looked.from_doi:
+            store.update_library(key, found)
+            profile(interest)
+        store.put_cache(LOOKUP_KEY + key, looked.to_json().encode())
+
     def run(job: Job) -> None:
         for key, given in job.interests.items():
             interest = replace(given, library=())  # (its entries as stored, read again)
@@ -119,20 +135,12 @@ def _runner(app: Site) -> Callable[[Job], None]:
                 profile(interest)
             except Exception:  # noqa: BLE001 - the next send makes the profile instead
                 log.exception("could not make the profile of a library just given; the next send makes it")
-            entries = store.library_entries(key) if key in job.look_up and config.libraries.lookup else []
-            if not any(bare(e) for e in entries):  # (another reader's job with the same library found them first)
+            if key not in job.look_up or not config.libraries.lookup:
                 continue
-            fetcher = Fetcher(FetchPolicy.of(config.fetch))
             try:
-                found, looked = look_up(entries, lambda refs: set(store.find_papers(refs)), fetcher,
-                                        arxiv_api=config.libraries.arxiv_api or lookup.ARXIV_API,
-                                        doi_api=config.libraries.doi_api or lookup.DOI_API)
-            finally:
-                fetcher.close()
-            if looked.from_arxiv or looked.from_doi:
-                store.update_library(key, found)
-                profile(interest)
-            store.put_cache(LOOKUP_KEY + key, looked.to_json().encode())
+                look_up_ids(key, interest)
+            except Exception:  # noqa: BLE001 - one library's failure must not stop the others'
+                log.exception("looking up the ids of a library failed; its page asks them again")
 
     return run
 
