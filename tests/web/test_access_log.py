@@ -161,7 +161,6 @@ def test_redaction_of_paths_and_queries():
     assert redact_query('q="a b"') == "q=%22a%20b%22"
 
 
-@pytest.mark.slow
 def test_digest_serve_access_log_option_writes_to_stderr(tmp_path):
     """`digest serve --access-log -`: the lines go to stderr, as common log format, without the token."""
     folder = sample_site(tmp_path)
