@@ -16,6 +16,7 @@ from pathlib import Path
 
 from digest.delivery.handover import safe_name, write_atomic
 from digest.delivery.message import build_message
+from digest.filemodes import make_folder
 from digest.models import Composed, Digest, Newsletter, Paper, Subscriber
 from digest.render.renderer import Renderer
 from digest.select import Pool, Ranked, SelectSettings, Signals, matches, rank, select_digest, select_many
@@ -262,7 +263,7 @@ def preview(composer: Composer, subscribers: Sequence[Subscriber], day: date,
     pool = composer.pool(day)
     results = []
     folder = out / day.isoformat()
-    folder.mkdir(parents=True, exist_ok=True)
+    make_folder(folder)  # 0700: readers' digests are their owner's alone
     with composer.renderer.pinned():
         for subscriber in subscribers:
             composed = composer.compose(subscriber, day, pool)

@@ -280,7 +280,7 @@ SETTINGS: tuple[Setting, ...] = (
             "Longest wait honoured between attempts (Retry-After or backoff); a longer one fails the source.",
             minimum=0, maximum=86400),
     Setting("fetch", "user_agent", str, "",
-            "User-Agent sent to sources (empty: paper-digest/VERSION and the project's URL)."),
+            "User-Agent sent to sources (empty: paper-digest/VERSION and the project's URL).", check="header"),
 )
 
 # The fields of one `[[sources]]` entry (an array of tables, so not in SETTINGS).
@@ -417,6 +417,11 @@ def _cron_problem(value: str) -> str | None:
     return None
 
 
+def _header_problem(value: str) -> str | None:
+    """A value sent as an HTTP header: printable ASCII (RFC 9110's field values; httpx refuses anything else)."""
+    return "must be printable ASCII (it is sent as an HTTP header)" if not re.fullmatch(r"[ -~]*", value) else None
+
+
 def _host_problem(value: str) -> str | None:
     return "must be a host name or IP address" if not re.fullmatch(r"[A-Za-z0-9._:\-\[\]]+", value) else None
 
@@ -435,7 +440,8 @@ def _database_problem(value: str) -> str | None:
 
 
 CHECKS = {"email": _email_problem, "url": _url_problem, "https": lambda v: _url_problem(v, https=True),
-          "timezone": _timezone_problem, "cron": _cron_problem, "host": _host_problem, "database": _database_problem}
+          "timezone": _timezone_problem, "cron": _cron_problem, "host": _host_problem, "database": _database_problem,
+          "header": _header_problem}
 
 
 def _validate(raw: dict[str, Any], where: str) -> dict[str, dict[str, Any]]:

@@ -184,7 +184,6 @@ def _compose_and_deliver(app: App, day: date, queue: Queue, report: SendReport, 
         pool = app.composer.pool(day)
         app.senders().deliver(app.composer.batch(pool), day, report, should_stop=should_stop, command=command,
                               warm=lambda: app.composer.warm(pool), only=only, total=queue.queued)
-    dispatch.left_to_others(queue, report)
     return report
 
 

@@ -87,6 +87,8 @@ def test_docs_list_every_source_field():
         ('[[sources]]\nkind = "arxiv"\n', "exactly one of `url`, `categories` or `query`"),
         ('[[sources]]\nkind = "file"\n', "needs `path`"),
         ('[sources]\nkind = "file"\n', "[[sources]] tables"),
+        ('[[sources]]\nkind = "file"\npath = "in\\u0000box"\n', "sources.path must be one line of text"),
+        ('[fetch]\nuser_agent = "digest ²"\n', "fetch.user_agent must be printable ASCII"),
     ],
 )
 def test_bad_sources_are_rejected_with_their_entry(tmp_path, text, expected):

@@ -130,12 +130,6 @@ def queue_one(store: Store, day: date, due: Sequence[Subscriber], *, transport: 
     return queue
 
 
-def left_to_others(queue: Queue, report: SendReport) -> None:
-    """Nothing to add: `Senders.deliver` has counted the digests other runs and workers claimed while this one ran
-    (`report.others`), from what they recorded. Nothing is inferred from what this run did not do: a run stopped by
-    a failing disk or database has not handed anything to anyone."""
-
-
 @dataclass(frozen=True)
 class Senders:
     """What a date's senders share: the store, the outgoing side, where the sent journal lives, how many processes."""

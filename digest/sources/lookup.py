@@ -6,17 +6,15 @@ arXiv API (`id_list`, up to ARXIV_BATCH a request) and, for DOIs, of Crossref (`
 the fetch client's retries, `Retry-After` and limits, at most MAX_IDS a lookup. What is found fills the entry's
 title and abstract (the library is kept again under its key: its profile is made from them on next use); what is
 not found stays as it was, named by its line; what could not be asked (offline, a failing service) is "not yet
-looked up" and asked again next time. `Lookups` runs them one at a time on a thread of their own, from a bounded
-queue, so a web request never waits for one.
+looked up" and asked again next time. The web side runs them in its bounded library backlog (`web.backlog`), so a
+web request never waits for one.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import queue
 import re
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
@@ -33,7 +31,6 @@ DOI_API = "https://api.crossref.org/works/"
 ARXIV_BATCH = 50  # ids a request to the arXiv API asks for (its documentation asks for modest batches)
 MAX_IDS = 500  # ids one lookup asks for; the rest wait for the next
 MAX_BODY = 5_000_000  # bytes of one answer
-QUEUE = 32  # libraries waiting for a lookup (in all, on this server); more: refused, asked again with the next upload
 _TAG = re.compile(r"<[^>]+>")
 
 
@@ -149,72 +146,6 @@ def _crossref(fetcher: Fetcher, api: str, doi: str) -> tuple[str, str] | None:
     except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
         raise FetchError(api + doi, f"not a Crossref work: {exc.__class__.__name__}", 1) from exc
     return (title, abstract) if title else None
-
-
-@dataclass(frozen=True)
-class Job:
-    """A library to look up: where its entries are kept (its key), and what to do with the result."""
-
-    key: str
-    entries: tuple[LibraryEntry, ...]
-    done: Callable[[str, list[LibraryEntry], Looked], None]
-
-
-class Lookups:
-    """Lookups of libraries' ids one at a time on a thread of their own, from a queue of at most QUEUE libraries."""
-
-    def __init__(self, run: Callable[[Sequence[LibraryEntry]], tuple[list[LibraryEntry], Looked]],
-                 size: int = QUEUE) -> None:
-        self.run = run
-        self.jobs: queue.Queue[Job] = queue.Queue(maxsize=size)
-        self.pending: set[str] = set()  # library keys queued or being looked up
-        self.lock = threading.Lock()
-        self.thread: threading.Thread | None = None
-
-    def submit(self, job: Job) -> bool:
-        """Queue a library's lookup; False when the queue is full (nothing is lost: it is asked again later). A
-        library already queued is not queued twice."""
-        with self.lock:
-            if job.key in self.pending:
-                return True
-            try:
-                self.jobs.put_nowait(job)
-            except queue.Full:
-                return False
-            self.pending.add(job.key)
-            if self.thread is None or not self.thread.is_alive():
-                self.thread = threading.Thread(target=self._work, name="library-lookups", daemon=True)
-                self.thread.start()
-        return True
-
-    def _work(self) -> None:
-        while True:
-            try:
-                job = self.jobs.get(timeout=5)
-            except queue.Empty:
-                with self.lock:
-                    if self.jobs.empty():
-                        self.thread = None
-                        return
-                continue
-            try:
-                entries, looked = self.run(job.entries)
-                job.done(job.key, entries, looked)
-            except Exception:  # noqa: BLE001 - one library's failure must not stop the others'
-                log.exception("looking up the ids of a library failed; they are asked again next time")
-            finally:
-                with self.lock:
-                    self.pending.discard(job.key)
-
-    def wait(self, timeout: float = 30.0) -> None:
-        """Until every queued lookup is done (tests, and a command that ends)."""
-        thread = self.thread
-        if thread is not None:
-            deadline = threading.Event()
-            while not self.jobs.empty() or self.pending:
-                if deadline.wait(0.02) or timeout <= 0:
-                    break
-                timeout -= 0.02
 
 
 LOOKUP_KEY = "library-lookup/"  # + a library's key: what its ids' lookup found (the store's cache)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from digest.models import Subscriber
-from digest.status import DeliveryLine, delivery_lines, run_line, why_suppressed, worker_line
+from digest.status import DeliveryLine, delivery_lines, recent_runs, run_line, why_suppressed, worker_line
 from digest.store.bounces import LIFTABLE
 from digest.web.common import Site
 
@@ -105,7 +105,7 @@ def activity(app: Site, now: datetime | None = None) -> tuple[list[str], list[st
     them."""
     now = now or datetime.now(UTC)
     workers = app.store.workers(now.replace(tzinfo=None) - WORKERS_SINCE)
-    return [run_line(r) for r in app.store.recent_runs(15)], [worker_line(w, now) for w in workers]
+    return [run_line(r) for r in recent_runs(app.store, now, 15)], [worker_line(w, now) for w in workers]
 
 
 def counts(app: Site, day: date) -> dict[str, Any]:

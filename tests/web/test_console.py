@@ -453,3 +453,18 @@ def test_console_reads_on_a_phone_and_passes_axe(browser, web, axe_source):  # n
     page.get_by_role("link", name="Preview the digest").click()
     check_screens(page, axe_source, "console preview")
     context.close()
+
+
+def test_the_console_shows_a_dead_run_as_digest_status_does(app):  # noqa: F811
+    """A run of another machine not heard from for two hours: the console's run list says died (lease expired), as
+    `digest status` does, not running."""
+    from digest.store.tables import _now, locks
+    from digest.web.console import activity
+
+    silent = app.store.start_run("run", process="far.example/4242/99")
+    with app.store.write() as conn:
+        conn.execute(locks.update().where(locks.c.name == f"run/{silent}").values(heartbeat_at=_now()
+                                                                                  - timedelta(hours=2)))
+    runs, _ = activity(app)
+    [line] = [r for r in runs if r.lstrip().startswith(f"#{silent} ")]
+    assert line.split("UTC  ", 1)[1].startswith("died     (lease expired: pid 4242 on far.example")
