@@ -42,6 +42,9 @@ class Server:
 
     def close(self) -> None:
         self.client.close()
+        # the request threads first (each finishes its task), then the sockets: a thread still answering when the
+        # sockets close would write to a closed trigger and log a traceback
+        self.server.task_dispatcher.shutdown(timeout=5)
         self.server.close()
 
 
