@@ -292,6 +292,8 @@ SOURCE_FIELDS: tuple[Setting, ...] = (
     Setting("sources", "path", str, "", "For `file`: a file, folder or glob, relative to the config file."),
     Setting("sources", "categories", list, [], "For `arxiv`: categories whose new listings to read (cs.LG, …)."),
     Setting("sources", "query", str, "", "For `arxiv`: an arXiv API search query (newest 200 results)."),
+    Setting("sources", "days", int, 1, "For `biorxiv` and `medrxiv`: how many days to read, ending on the day "
+            "fetched.", minimum=1, maximum=31),
 )
 
 

@@ -1,4 +1,5 @@
-"""Sources: read Daily Papers page text, API JSON and HTML pages, arXiv feeds and papers JSONL into Papers."""
+"""Sources: read Daily Papers page text, API JSON and HTML pages, arXiv feeds, bioRxiv and medRxiv API JSON and papers
+JSONL into Papers."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from digest.models import ParseResult, RecordError, mangled
-from digest.sources import arxivfeed, hfhtml, hfjson, jsonl, pagetext
+from digest.sources import arxivfeed, biorxiv, hfhtml, hfjson, jsonl, pagetext
 from digest.sources._fields import MAX_REFUSED, Reading, SourceError, pieces
 from digest.sources._json import loads
 
@@ -27,6 +28,7 @@ HF_API_JSON = "hf_api_json"
 HF_PAGE_HTML = "hf_page_html"
 JSONL = "jsonl"
 ARXIV_FEED = "arxiv_feed"
+BIORXIV_JSON = "biorxiv_json"  # the details API of bioRxiv and medRxiv, one page
 SUFFIXES = (".txt", ".json", ".jsonl", ".html", ".htm", ".gz", ".xml", ".atom", ".rss")
 
 
@@ -42,6 +44,7 @@ PARSERS: dict[str, Parser] = {
     HF_PAGE_HTML: hfhtml.parse,
     JSONL: jsonl.parse,
     ARXIV_FEED: arxivfeed.parse,
+    BIORXIV_JSON: biorxiv.parse,
 }
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -300,11 +303,14 @@ def _wanted(name: str) -> bool:
 
 
 def _json_object_format(head: str) -> str:
-    """API JSON for an object holding Daily Papers rows, else JSONL (one object per line)."""
+    """API JSON for an object holding Daily Papers rows, bioRxiv JSON for a details response, else JSONL (one
+    object per line)."""
     try:
         data = loads(head)
     except json.JSONDecodeError:
         return JSONL if _looks_like_jsonl(head) else HF_API_JSON
+    if biorxiv.is_details(data):
+        return BIORXIV_JSON
     return HF_API_JSON if hfjson.find_rows(data) is not None else JSONL
 
 

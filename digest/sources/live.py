@@ -17,6 +17,7 @@ from digest.sources import (
     MAX_DOCUMENT_BYTES,
     PARSERS,
     SourceError,
+    biorxiv,
     iter_paths,
     parse_bytes,
     parse_file,
@@ -30,7 +31,8 @@ HF_DAILY = "hf_daily"
 HF_PAGE = "hf_page"
 ARXIV = "arxiv"
 FILE = "file"
-KINDS = (HF_DAILY, HF_PAGE, ARXIV, FILE)
+BIORXIV, MEDRXIV = biorxiv.KINDS
+KINDS = (HF_DAILY, HF_PAGE, ARXIV, FILE, BIORXIV, MEDRXIV)
 
 DEFAULT_URLS = {
     HF_DAILY: "https://huggingface.co/api/daily_papers?date={date}",
@@ -57,6 +59,7 @@ class SourceSpec:
     path: str = ""  # for `file`: a path or a glob, relative to the config file's folder
     categories: tuple[str, ...] = ()
     query: str = ""
+    days: int = 1  # for `biorxiv` and `medrxiv`: the days read, ending on the day fetched
 
     @property
     def label(self) -> str:
@@ -65,7 +68,9 @@ class SourceSpec:
         return self.name or (f"{self.kind}:{where}" if where else self.kind)
 
     def url_for(self, day: date) -> str:
-        """The URL to fetch for `day`."""
+        """The URL to fetch for `day` (for `biorxiv` and `medrxiv`: the first page of the range)."""
+        if self.kind in biorxiv.KINDS:
+            return biorxiv.details_url(self, day)
         if self.url:
             return self.url.replace("{date}", day.isoformat())
         if self.kind in DEFAULT_URLS:
@@ -76,14 +81,22 @@ class SourceSpec:
 
     def problem(self) -> str | None:
         """What is missing or contradictory in this entry, or None when it can run."""
+        if self.days != 1 and self.kind not in biorxiv.KINDS:
+            return f"`days` is only for `biorxiv` and `medrxiv` sources, not {self.kind!r}"
         if self.kind == FILE:
             return None if self.path else "a `file` source needs `path`"
         if self.path:
             return f"`path` is only for `file` sources, not {self.kind!r}"
         if self.kind == ARXIV and sum(map(bool, (self.url, self.categories, self.query))) != 1:
             return "an `arxiv` source needs exactly one of `url`, `categories` or `query`"
+        if self.kind in biorxiv.KINDS:
+            if self.query:
+                return f"`query` is only for `arxiv` sources, not {self.kind!r}"
+            if not 1 <= self.days <= biorxiv.MAX_DAYS:
+                return f"`days` must be from 1 to {biorxiv.MAX_DAYS}, not {self.days!r}"
+            return None
         if self.kind != ARXIV and (self.categories or self.query):
-            return f"`categories` and `query` are only for `arxiv` sources, not {self.kind!r}"
+            return f"`categories` and `query` are only for `arxiv`, `biorxiv` and `medrxiv` sources, not {self.kind!r}"
         return None
 
 
@@ -104,6 +117,9 @@ def read_source(spec: SourceSpec, day: date, fetcher: Fetcher, have: Validators)
     """Fetch (or read) one source and parse it; FetchError or SourceError when the whole source fails."""
     if spec.kind == FILE:
         return _read_files(spec, day)
+    if spec.kind in biorxiv.KINDS:  # a page at a time, never conditional: `have` is not asked
+        parsed, fetched = biorxiv.walk(spec, day, fetcher, limit=MAX_DOCUMENT_BYTES)
+        return SourceResult(spec, vet(parsed, spec.label), fetched)
     fetched = fetcher.get(spec.url_for(day), accept=_ACCEPT[spec.kind], have=have, limit=MAX_DOCUMENT_BYTES)
     if fetched.not_modified:
         return SourceResult(spec, ParseResult(()), fetched)
