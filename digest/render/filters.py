@@ -37,6 +37,9 @@ _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "Augu
            "November", "December")
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 _URL_SAFE = re.compile(r"[A-Za-z0-9./-]+")
+# A URL that names an arXiv id: arXiv's abstract or PDF page, a Hugging Face paper page (new-style ids, any version).
+_ID_IN_URL = re.compile(r"https?://(?:www\.|export\.)?(?:arxiv\.org/(?:abs|pdf)|huggingface\.co/papers)/"
+                        r"(\d{4}\.\d{4,5})(?:v\d+)?(?:\.pdf)?/?", re.I)
 
 
 def one_line(text: str, limit: int = SUBJECT_LIMIT) -> str:
@@ -58,10 +61,10 @@ def truncate_words(text: str, limit: int = 300) -> str:
 
 @lru_cache(maxsize=_CACHE)
 def authors_line(paper: Paper, shown: int = 3) -> str:
-    """Authors by name ("Ada Lovelace, Alan Turing et al." past `shown`), else "N authors"; the organisation after."""
+    """Authors by name, the first `shown` and "et al." past them ("Ada Lovelace, Alan Turing, Grace Hopper et al."),
+    else "N authors" (a source that counts them without naming them); the organisation after."""
     if paper.authors:
-        names = paper.authors if len(paper.authors) <= shown else (*paper.authors[: shown - 1], "")
-        line = ", ".join(names[:-1]) + " et al." if names[-1] == "" else ", ".join(names)
+        line = ", ".join(paper.authors[:shown]) + (" et al." if len(paper.authors) > shown else "")
         parts = [line]
     else:
         parts = [counted(paper.n_authors, "author")] if paper.n_authors else []
@@ -84,16 +87,25 @@ def web_url(value: str | None) -> str:
     return value if value and _WEB_URL.fullmatch(value) else ""
 
 
+def arxiv_id(paper: Paper) -> str:
+    """The paper's arXiv id: its own, else the one its URL names (an arXiv abstract or PDF, a Hugging Face paper
+    page); "" when neither."""
+    if paper.arxiv_id:
+        return paper.arxiv_id
+    found = _ID_IN_URL.fullmatch(web_url(paper.url))
+    return found.group(1) if found else ""
+
+
 def _arxiv_path(paper: Paper) -> str:
-    arxiv_id = paper.arxiv_id or ""
-    return arxiv_id if _URL_SAFE.fullmatch(arxiv_id) else quote(arxiv_id)
+    known = arxiv_id(paper)
+    return known if _URL_SAFE.fullmatch(known) else quote(known)
 
 
 @lru_cache(maxsize=_CACHE)
 def paper_url(paper: Paper) -> str:
-    """The paper's page: its arXiv abstract when the id is known, else the source's page, else a Hugging Face
-    search for its title."""
-    if paper.arxiv_id:
+    """The paper's page: its arXiv abstract when the id is known, else the source's page, else (a page of Daily
+    Papers names neither) a Hugging Face search for its title."""
+    if arxiv_id(paper):
         return ARXIV_ABS + _arxiv_path(paper)
     return web_url(paper.url) or "https://huggingface.co/papers?q=" + quote_plus(" ".join(paper.title.split()))
 
@@ -103,7 +115,7 @@ def paper_links(paper: Paper) -> tuple[tuple[str, str], ...]:
     """The small links under a title, as (label, URL): arXiv (the abstract page), PDF, code, project page, the
     Hugging Face page (its comment count is the card's text, not a link's name)."""
     links = []
-    if paper.arxiv_id:
+    if arxiv_id(paper):
         links.append(("arXiv", ARXIV_ABS + _arxiv_path(paper)))
         links.append(("PDF", ARXIV_PDF + _arxiv_path(paper)))
     code = web_url(paper.github_url) or _code_in(paper.abstract)
@@ -112,7 +124,7 @@ def paper_links(paper: Paper) -> tuple[tuple[str, str], ...]:
     project = web_url(paper.project_url)
     if project and project != code:
         links.append(("Project page", project))
-    if paper.arxiv_id and (paper.upvotes is not None or paper.comments is not None or paper.summary):
+    if arxiv_id(paper) and (paper.upvotes is not None or paper.comments is not None or paper.summary):
         links.append(("Hugging Face", HF_PAPER + _arxiv_path(paper)))
     return tuple(links)
 
@@ -144,17 +156,22 @@ def _weight(sentence: str) -> float:
 
 @lru_cache(maxsize=_CACHE)
 def dates_line(paper: Paper, day: date) -> str:
-    """When the paper was published (and how long ago, past two months) and when it was listed, then upvotes."""
+    """Each date by what it is: "published 3 Jun" (the paper's own date; how long ago, past two months) and "listed
+    12 Jun" (when the source listed it, when later), the year when not `day`'s; then upvotes."""
     parts = []
     if paper.published:
         ago = age(paper.published, day)
-        parts.append(f"Published {format_date(paper.published)}" + (f" ({ago})" if ago else ""))
+        parts.append(f"published {_day(paper.published, day)}" + (f" ({ago})" if ago else ""))
     if paper.listed_on and (paper.published is None or paper.listed_on > paper.published):
-        verb = "trending" if paper.upvotes is not None else "listed"
-        parts.append(f"{verb} {format_date(paper.listed_on, 'day' if paper.listed_on.year == day.year else 'short')}")
+        parts.append(f"listed {_day(paper.listed_on, day)}")
     if paper.upvotes is not None:
         parts.append(f"▲ {paper.upvotes}")
     return " · ".join(parts)
+
+
+def _day(value: date, day: date) -> str:
+    """ "3 Jun" in `day`'s year, else "3 Jun 2025"."""
+    return format_date(value, "day" if value.year == day.year else "short")
 
 
 def age(published: date, day: date) -> str:

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import AnyStr
 
 from digest.models import NOT_TEXT, Paper, ParseResult, RecordError
 from digest.sources._json import LongNumber
+from digest.sources.latex import plain
 
 MAX_TITLE_CHARS = 500
 MAX_ABSTRACT_CHARS = 10_000  # arXiv allows 1,920; also the AI summary's limit
@@ -51,7 +52,8 @@ class SourceError(Exception):
 
 
 def checked(paper: Paper) -> Paper:
-    """`paper` when every text of it is within its limit and is text; BadRecord naming the field otherwise.
+    """`paper` when every text of it is within its limit and is text, its title, abstract and summary with LaTeX
+    markup made plain text (`latex.plain`); BadRecord naming the field otherwise.
 
     A record holding NUL, a control character or a lone surrogate is refused rather than cleaned: it never
     reaches the store, so it can neither fill a field nor replace clean text there.
@@ -64,7 +66,11 @@ def checked(paper: Paper) -> Paper:
             raise BadRecord(f"{len(items):,} {name} (over {most:,})")
         for number, item in enumerate(items, start=1):
             _check(item, f"{what} {number}", limit)
-    return paper
+    title, abstract = plain(paper.title) or paper.title, plain(paper.abstract)
+    summary = plain(paper.summary) if paper.summary else paper.summary
+    if (title, abstract, summary) == (paper.title, paper.abstract, paper.summary):
+        return paper
+    return replace(paper, title=title, abstract=abstract, summary=summary)
 
 
 def _check(text: str | None, what: str, limit: int) -> None:

@@ -63,7 +63,7 @@ def test_every_paper_has_title_link_meta_summary_and_reason(renderer):
         link = soup.find("a", class_="ttl", string=p.title)
         assert link is not None and link["href"] == paper_url(p)
         card = link.find_parent("td").get_text(" ", strip=True)
-        assert "A. Author, B. Author" in card and "Published 12 Jun 2026" in card and f"▲ {p.upvotes}" in card
+        assert "A. Author, B. Author" in card and "published 12 Jun" in card and f"▲ {p.upvotes}" in card
         assert "Why: CUDA, kernel fusion" in card
         assert "From the abstract: We study fused attention kernels" in card and len(card) < len(LONG)
     assert paper_url(papers[0]) == "https://arxiv.org/abs/2606.10001"
@@ -98,13 +98,14 @@ def test_arxiv_papers_link_abstract_pdf_code_project_and_discussion(renderer):
 
 def test_a_summary_is_a_labelled_tldr_and_authors_are_named(renderer):
     """The source's one-line summary shows as a TL;DR labelled as AI-written (in place of the abstract, which the
-    title links to); authors by name: two and "et al." past three."""
+    title links to); authors by name: the first three and "et al." past them."""
     many = paper(1, summary="Tangram compresses the KV cache non-uniformly.",
                  authors=("Ada Lovelace", "Alan Turing", "Grace Hopper", "Katherine Johnson"))
     out = renderer.render(digest_of(many), NEWS, LINKS)
     card = BeautifulSoup(out.html, "html.parser").find("td", class_="card").get_text(" ", strip=True)
     assert "TL;DR (AI summary): Tangram compresses the KV cache non-uniformly." in card
-    assert "Ada Lovelace, Alan Turing et al." in card and "Grace Hopper" not in card
+    assert "Ada Lovelace, Alan Turing, Grace Hopper et al." in card and "Katherine Johnson" not in card
+    assert "Ada Lovelace, Alan Turing, Grace Hopper et al." in out.text
     assert "We study fused attention kernels" not in card and "From the abstract" not in card
     assert "TL;DR (AI summary): Tangram compresses" in " ".join(out.text.split())
 
@@ -299,3 +300,86 @@ def test_in_this_issue_headings_and_named_feedback_links(renderer):
     assert "In this issue" not in past.html and "In this issue" not in past.text
     one = renderer.render(digest_of(paper(1)), NEWS, LINKS)
     assert "In this issue" not in one.html  # one paper: nothing to list
+
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def api_papers() -> list[Paper]:
+    """The papers of a real Daily Papers API response (30 rows of 12 June 2026), as the parser stores them."""
+    from digest.sources import hfjson
+
+    text = (FIXTURES / "hf_daily_papers_2026-06-12.json").read_text(encoding="utf-8")
+    return list(hfjson.parse(text, "api.json", seen_on=DAY).papers)
+
+
+def test_real_papers_show_their_authors_names_and_link_arxiv(renderer):
+    """Papers of a real API response: each card names the first three authors ("et al." past them), and its title
+    links the arXiv abstract of its own id, with the PDF beside it, in the HTML and in the text."""
+    papers = [p for p in api_papers() if len(p.authors) > 3][:4] + [p for p in api_papers() if len(p.authors) <= 3][:1]
+    assert len(papers) == 5
+    out = renderer.render(digest_of(*papers), NEWS, LINKS)
+    soup = BeautifulSoup(out.html, "html.parser")
+    text = " ".join(out.text.split())
+    for p in papers:
+        names = ", ".join(p.authors[:3]) + (" et al." if len(p.authors) > 3 else "")
+        link = soup.find("a", class_="ttl", string=p.title)
+        assert link["href"] == f"https://arxiv.org/abs/{p.arxiv_id}"
+        card = link.find_parent("td")
+        assert names in card.get_text(" ", strip=True) and f"{len(p.authors)} authors" not in card.get_text()
+        hrefs = {a.get_text(strip=True): a["href"] for a in card("a")}
+        assert hrefs["PDF"] == f"https://arxiv.org/pdf/{p.arxiv_id}"
+        assert names in text and f"https://arxiv.org/abs/{p.arxiv_id}" in text
+        assert f"PDF: https://arxiv.org/pdf/{p.arxiv_id}" in text
+    assert "huggingface.co/papers?q=" not in out.html + out.text
+
+
+def test_a_url_naming_an_arxiv_id_links_arxiv_and_its_pdf(renderer):
+    """A record without an id field whose URL names one (an arXiv or Hugging Face paper page) links the arXiv abstract
+    and PDF of that id; another URL is the paper's own link; with neither, a search for the title."""
+    by_url = paper(1, arxiv_id=None, url="https://huggingface.co/papers/2606.00467")
+    by_pdf = paper(2, arxiv_id=None, url="https://arxiv.org/pdf/2606.00468v2")
+    own = paper(3, arxiv_id=None, url="https://example.org/p/3")
+    out = renderer.render(digest_of(by_url, by_pdf, own), NEWS, LINKS)
+    soup = BeautifulSoup(out.html, "html.parser")
+    for p, arxiv in ((by_url, "2606.00467"), (by_pdf, "2606.00468")):
+        card = soup.find("a", class_="ttl", string=p.title).find_parent("td")
+        hrefs = {a.get_text(strip=True): a["href"] for a in card("a")}
+        assert hrefs[p.title] == f"https://arxiv.org/abs/{arxiv}" and hrefs["PDF"] == f"https://arxiv.org/pdf/{arxiv}"
+    assert soup.find("a", class_="ttl", string=own.title)["href"] == "https://example.org/p/3"
+    assert "arxiv.org/pdf/" not in soup.find("a", class_="ttl", string=own.title).find_parent("td").decode()
+
+
+@pytest.mark.parametrize("published, listed, upvotes, words", [
+    (date(2026, 6, 3), date(2026, 6, 11), 7, "published 3 Jun · listed 11 Jun · ▲ 7"),
+    (None, date(2025, 8, 20), None, "listed 20 Aug 2025"),
+    (date(2024, 11, 29), date(2026, 6, 10), None, "published 29 Nov 2024 (1 year ago) · listed 10 Jun"),
+    (date(2026, 6, 3), date(2026, 6, 3), 2, "published 3 Jun · ▲ 2"),
+])
+def test_each_date_says_what_it_is(renderer, published, listed, upvotes, words):
+    """The paper's own date reads "published", the day a source listed it "listed" (with or without upvotes), the
+    year shown when it is not the digest's; the text part says the same."""
+    dated = replace(paper(1), published=published, listed_on=listed, upvotes=upvotes)
+    out = renderer.render(digest_of(dated), NEWS, LINKS)
+    meta = BeautifulSoup(out.html, "html.parser").find("div", class_="meta").get_text(" ", strip=True)
+    assert meta.endswith(words) and "trending" not in meta and "Published" not in meta
+    assert words in " ".join(out.text.split())
+
+
+def test_abstracts_from_latex_show_as_text(renderer):
+    """Real abstracts written in LaTeX (from the arXiv sample, as the parser stores them) show no markup in the HTML
+    or text: "4.64×", not "4.64$\\times$"."""
+    import gzip
+    import json
+
+    from digest.sources import jsonl
+
+    rows = {row["id"]: row for row in map(json.loads, gzip.decompress(
+        (FIXTURES / "arxiv_sample_head.jsonl.gz").read_bytes()).decode().splitlines())}
+    text = "".join(json.dumps(rows[key]) + "\n" for key in ("2503.11685", "2503.14070", "2503.13060"))
+    papers = list(jsonl.parse(text, "sample.jsonl", seen_on=DAY).papers)
+    out = renderer.render(digest_of(*papers), NEWS, LINKS)
+    shown = " ".join(BeautifulSoup(out.html, "html.parser").find("table", class_="wrap").get_text(" ").split())
+    for part in (shown, " ".join(out.text.split())):
+        assert "$" not in part and "\\times" not in part and "\\textbf" not in part
+        assert "×" in part
