@@ -52,8 +52,8 @@ class SourceError(Exception):
 
 
 def checked(paper: Paper) -> Paper:
-    """`paper` when every text of it is within its limit and is text, its title, abstract and summary with LaTeX
-    markup made plain text (`latex.plain`); BadRecord naming the field otherwise.
+    """`paper` when every text of it is within its limit and is text, its abstract and summary with LaTeX markup
+    made plain text (`latex.plain`); BadRecord naming the field otherwise.
 
     A record holding NUL, a control character or a lone surrogate is refused rather than cleaned: it never
     reaches the store, so it can neither fill a field nor replace clean text there.
@@ -66,11 +66,13 @@ def checked(paper: Paper) -> Paper:
             raise BadRecord(f"{len(items):,} {name} (over {most:,})")
         for number, item in enumerate(items, start=1):
             _check(item, f"{what} {number}", limit)
-    title, abstract = plain(paper.title) or paper.title, plain(paper.abstract)
+    # Titles stay as the source wrote them: a paper without an arXiv id is known by its title, in the store and in
+    # readers' libraries (models.normalise_title), and "H_2O" and "H₂O" would be two papers.
+    abstract = plain(paper.abstract)
     summary = plain(paper.summary) if paper.summary else paper.summary
-    if (title, abstract, summary) == (paper.title, paper.abstract, paper.summary):
+    if (abstract, summary) == (paper.abstract, paper.summary):
         return paper
-    return replace(paper, title=title, abstract=abstract, summary=summary)
+    return replace(paper, abstract=abstract, summary=summary)
 
 
 def _check(text: str | None, what: str, limit: int) -> None:

@@ -1,4 +1,4 @@
-"""LaTeX in titles, abstracts and summaries made plain text, at ingest, so that the store holds what a reader reads.
+"""LaTeX in abstracts and summaries made plain text, at ingest, so that the store holds what a reader reads.
 
 Authors write abstracts in LaTeX (`4.64$\\times$`, `M$^2$D`, `\\textbf{MagicID}`, `30\\%`), and the sources pass it on
 as it is or half undone: Hugging Face's pages drop the dollars and the backslash and leave "up to 11.1times", "H_2O",
