@@ -156,3 +156,32 @@ def test_no_serious_accessibility_violation(browser, digests, axe_source, width,
         bad = serious_violations(page, axe_source)
         assert bad == [], (email, bad)
     page.close()
+
+
+CARDS = """() => [...document.querySelectorAll('td.card')].map(td => {
+  const title = td.querySelector('a.ttl'), box = title.getBoundingClientRect();
+  const pdf = [...td.querySelectorAll('a')].find(a => a.textContent.trim() === 'PDF');
+  return {href: title.href, w: box.width, h: box.height, pdf: pdf ? pdf.href : null, text: td.innerText};
+})"""
+
+
+@pytest.mark.slow
+def test_a_phone_shows_names_paper_links_and_clean_abstracts(browser, digests):  # noqa: F811
+    """At 375 px every card's title is a visible link to the paper (the arXiv abstract of its id, with its PDF beside
+    it, where the id is known), authors show by name where the source names them, and no abstract shows LaTeX."""
+    page = browser.new_page(viewport={"width": 375, "height": 900})
+    named = on_arxiv = 0
+    for email in READERS:
+        page.set_content(digests[email])
+        shown = page.evaluate("document.body.innerText")
+        assert not re.search(r"\dtimes|\\[A-Za-z]+|\$[^$\s]*[\\^_{]|~\(", shown), email
+        for card in page.evaluate(CARDS):
+            assert card["w"] > 0 and card["h"] > 0 and card["href"].startswith("https://"), (email, card)
+            arxiv = re.fullmatch(r"https://arxiv\.org/abs/(\d{4}\.\d{4,5})", card["href"])
+            if arxiv:
+                on_arxiv += 1
+                assert card["pdf"] == f"https://arxiv.org/pdf/{arxiv.group(1)}", (email, card)
+            named += bool(re.search(r"^[^,\n]+, [^,\n]+, [^,\n]+ et al\.", card["text"], re.M))  # three names
+    page.close()
+    assert named and on_arxiv
+    assert "11.1×" in digests["ada@example.org"] and "11.1times" not in digests["ada@example.org"]
