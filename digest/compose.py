@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+from digest import summaries
 from digest.delivery.handover import safe_name, write_atomic
 from digest.delivery.message import build_message
 from digest.filemodes import make_folder
@@ -65,6 +66,14 @@ class Composer:
         self.renderer, self.newsletter, self.links, self.message_key = renderer, newsletter, links, message_key
         self.dense = analysis.dense
         self.ages = Ages(window.max_age_days, window.trending_again)
+        self._summaries: tuple[Pool, dict[int, str]] | None = None  # the last pool's, read once
+
+    def summaries(self, pool: Pool) -> dict[int, str]:
+        """The TL;DRs a model made of the pool's papers (`digest.summaries`, kept in the store), by store id: read
+        once a pool, not once a digest."""
+        if self._summaries is None or self._summaries[0] is not pool:
+            self._summaries = (pool, summaries.kept(self.store, pool.papers))
+        return self._summaries[1]
 
     # -- the day's papers and what the store knows of each reader ----------------------------------------------
 
@@ -172,7 +181,8 @@ class Composer:
             digest = self._quiet_day(pool, subscriber, day, signals)
         if test_to is not None:
             digest = replace(digest, subscriber=replace(subscriber, email=test_to))
-        rendered = self.renderer.render(digest, self.newsletter, self.links(digest.subscriber.email, day))
+        rendered = self.renderer.render(digest, self.newsletter, self.links(digest.subscriber.email, day),
+                                        self.summaries(pool))
         message = build_message(rendered, digest.subscriber, self.newsletter, day, id_key=self.message_key,
                                 test=test_to is not None)
         return Composed(digest, rendered, message)

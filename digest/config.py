@@ -281,6 +281,22 @@ SETTINGS: tuple[Setting, ...] = (
             minimum=0, maximum=86400),
     Setting("fetch", "user_agent", str, "",
             "User-Agent sent to sources (empty: paper-digest/VERSION and the project's URL).", check="header"),
+    Setting("summaries", "endpoint", str, "",
+            "OpenAI-compatible API the daily job asks for one TL;DR per paper (`POST {endpoint}/chat/completions`), "
+            "like http://localhost:11434/v1 (Ollama) or https://api.openai.com/v1; empty: none, the sentence "
+            "quoted from the abstract is shown.", check="url"),
+    Setting("summaries", "model", str, "", "The model named in each request (empty: no summaries)."),
+    Setting("summaries", "key_env", str, "DIGEST_SUMMARIES_KEY",
+            "Environment variable holding the API key, sent as `Authorization: Bearer` (unset or empty: none; "
+            "never written in this file)."),
+    Setting("summaries", "daily_budget", int, 200,
+            "Papers the endpoint is asked about per day, newest first (0: none).", minimum=0, maximum=100_000),
+    Setting("summaries", "timeout", (int, float), 20.0,
+            "Seconds to wait for one answer; a timeout ends the step.", minimum=0.1, maximum=600),
+    Setting("summaries", "max_chars", int, 300,
+            "Longest summary kept, in characters (cut at a word boundary).", minimum=40, maximum=1000),
+    Setting("summaries", "deadline", (int, float), 300.0,
+            "Seconds the whole summary step may take in a run; the send follows.", minimum=1, maximum=3600),
 )
 
 # The fields of one `[[sources]]` entry (an array of tables, so not in SETTINGS).

@@ -18,6 +18,7 @@ from time import sleep as time_sleep
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
+from digest import summaries
 from digest.delivery import dispatch
 from digest.delivery.handover import Outcome
 from digest.delivery.message import message_id
@@ -33,6 +34,7 @@ from digest.sources.lookup import Looked, bare, look_up
 from digest.store import Queue, Store
 from digest.subscribers.profiles import Problem, is_email
 from digest.subscribers.roster import SyncReport
+from digest.summaries import SummaryReport
 
 if TYPE_CHECKING:
     from digest.app import App
@@ -48,6 +50,7 @@ class RunReport:
     ingested: IngestReport | None = None
     sends: list[SendReport] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)  # of the subscriber profiles
+    summaries: SummaryReport | None = None  # with `[summaries]`: never fails the run, one line in it
 
     @property
     def errors(self) -> list[str]:
@@ -68,6 +71,8 @@ class RunReport:
             out += [o.line() for o in self.fetched.outcomes] + [self.fetched.summary()]
         if self.ingested is not None:
             out.append(self.ingested.summary())
+        if self.summaries is not None:
+            out.append(self.summaries.line())
         out += [s.summary() for s in self.sends] or ["nothing due now"]
         return out
 
@@ -102,6 +107,7 @@ def run(app: App, now: datetime, day: date | None = None, *, dry_run: bool = Fal
     report = RunReport()
     with recorded(app.store, "run") as entry:
         report.fetched, report.ingested = fetch(app, day or now.date())
+        report.summaries = summarise(app, day or now.date())
         synced = app.profiles.sync()
         report.problems = synced.problems
         for digest_day, slots in due(app, synced, now, day):
@@ -123,6 +129,20 @@ def fetch(app: App, day: date) -> tuple[CollectReport | None, IngestReport | Non
     if report.new_papers:  # analysed here, as an ingest does, not by every send reading them
         app.analysis.papers(report.new_papers)
     return report, None
+
+
+def summarise(app: App, day: date) -> SummaryReport | None:
+    """TL;DRs of the day's pool's papers where `[summaries]` names a model (see `digest.summaries`); None without
+    it. Bounded in time (summaries.deadline); whatever fails is the report's one line, never the run's end."""
+    settings = app.config.summaries
+    try:
+        papers = app.store.candidates(day, app.config.select.window_days) if settings.endpoint and settings.model \
+            else ()
+        return summaries.make(app.store, settings, papers, day)
+    except Exception as exc:  # noqa: BLE001 - the digests go out with the sentences from the abstracts
+        log.warning("summaries failed", exc_info=True)
+        why = " ".join(str(exc).split())[:200]
+        return SummaryReport(failure=f"an unexpected error ({exc.__class__.__name__}: {why})")
 
 
 def due(app: App, synced: SyncReport, now: datetime, day: date | None) -> list[tuple[date, list[Slot] | None]]:
@@ -238,6 +258,9 @@ def fetch_job(app: App, day: date) -> CollectReport | IngestReport:
         fetched, ingested = fetch(app, day)
         report: CollectReport | IngestReport = fetched or ingested  # type: ignore[assignment]
         entry.lines.append(report.summary())
+        made = summarise(app, day)
+        if made is not None:
+            entry.lines.append(made.line())
         entry.failed = bool(fetched.failed) if fetched else bool(ingested and ingested.errors)
     return report
 

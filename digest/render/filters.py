@@ -135,11 +135,17 @@ def _code_in(text: str) -> str:
     return match.group().rstrip(".") if match else ""
 
 
+SUMMARY_CHARS = 1000  # the most of a model's summary shown (summaries.max_chars bounds it when it is made)
+
+
 @lru_cache(maxsize=_CACHE)
-def tldr(paper: Paper) -> tuple[str, str]:
-    """(label, text): the source's one-line AI summary, else a sentence quoted from the abstract ("" when none)."""
+def tldr(paper: Paper, made: str | None = None) -> tuple[str, str]:
+    """(label, text): the source's one-line AI summary, else the summary a model made of it (`[summaries]`, passed
+    in as `made`), else a sentence quoted from the abstract ("" when none)."""
     if paper.summary:
         return "TL;DR (AI summary)", truncate_words(paper.summary, TLDR_CHARS)
+    if made and one_line(made, SUMMARY_CHARS).strip():
+        return "TL;DR (AI summary)", one_line(made, SUMMARY_CHARS).strip()
     sentences = [s for s in _SENTENCE_END.split(" ".join(paper.abstract.split())) if s]
     if not sentences:
         return "", ""

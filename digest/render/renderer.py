@@ -6,7 +6,7 @@ once per message: every rendered email gets the inline styles for the price of a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -75,9 +75,12 @@ class Renderer:
         environment.filters.update(FILTERS)
         return environment
 
-    def render(self, digest: Digest, newsletter: Newsletter, links: Links) -> Rendered:
-        """The subject, preheader, HTML and text of `digest` as `newsletter` sends it."""
+    def render(self, digest: Digest, newsletter: Newsletter, links: Links,
+               summaries: Mapping[int, str] | None = None) -> Rendered:
+        """The subject, preheader, HTML and text of `digest` as `newsletter` sends it; `summaries` (by store id) are
+        the TL;DRs a model made (`digest.summaries`), shown where a paper's source gave none."""
         context = _context(digest, newsletter, links)
+        context["summaries"] = summaries or {}
         subject = one_line(self.render_template(self.SUBJECT, context), SUBJECT_LIMIT)
         preheader = one_line(self.render_template(self.PREHEADER, context), PREHEADER_LIMIT)
         context.update(subject=subject, preheader=preheader)

@@ -1,11 +1,11 @@
 """A reader's digests outside the inbox: a private Atom feed (`/feed/<token>`) and a web archive (`/archive/<token>`).
 
 The feed carries the papers of the reader's last FEED_DIGESTS digests, at most FEED_ENTRIES of them, as the send
-log recorded them (`received`): one entry per paper (its title, a link to its page, the source's AI summary and
-the abstract, its first FEED_AUTHORS authors, `updated` the day of the digest that carried it). The reasons a
-digest gave ("Why") are not in the send log, and composing each past digest again on every poll would cost a
-digest's composition per digest: the feed goes without them, the archive shows them. A poll costs two queries
-(the suppression list, the papers).
+log recorded them (`received`): one entry per paper (its title, a link to its page, the source's AI summary, else
+the one a model made (`[summaries]`), and the abstract, its first FEED_AUTHORS authors, `updated` the day of the
+digest that carried it). The reasons a digest gave ("Why") are not in the send log, and composing each past digest
+again on every poll would cost a digest's composition per digest: the feed goes without them, the archive shows
+them. A poll costs three queries (the suppression list, the papers, their kept summaries).
 
 The feed's address is the same for good (its token is made for the day `tokens.FOREVER`, whatever link led to
 it) and never expires, as a feed reader keeps it for years, like the unsubscribe link; it answers 410 once the
@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime, time
 from xml.etree import ElementTree as ET
 
@@ -32,6 +32,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from flask import Blueprint, Response, abort, request
 
+from digest import summaries
 from digest.models import Paper
 from digest.render.filters import format_date, paper_url, truncate_words
 from digest.tokens import BadToken
@@ -69,7 +70,8 @@ def feed(token: str) -> Response:
     updated = entries[0][0] if entries else date.today()
     body = atom(entries, feed_id=reader_id(app.signer.secret, subject.email), updated=updated,
                 title=f"{app.newsletter.name}: your papers", author=app.newsletter.name,
-                self_url=f"{app.newsletter.base_url}/feed/{token}")
+                self_url=f"{app.newsletter.base_url}/feed/{token}",
+                made=summaries.kept(app.store, [paper for _, paper in entries]))
     response = Response(body, content_type="application/atom+xml; charset=utf-8")
     response.headers["Cache-Control"] = f"private, max-age={FEED_MAX_AGE}"  # (the app's default is no-store)
     response.set_etag(hashlib.sha256(body).hexdigest()[:32])
@@ -113,9 +115,10 @@ def _day(text: str) -> date | None:
 
 
 def atom(entries: Sequence[tuple[date, Paper]], *, feed_id: uuid.UUID, updated: date, title: str, author: str,
-         self_url: str) -> bytes:
+         self_url: str, made: Mapping[int, str] | None = None) -> bytes:
     """An Atom 1.0 document (RFC 4287) of these (digest day, paper) entries, built as a tree: every text is
-    escaped by the serialiser, and what XML cannot carry is replaced first."""
+    escaped by the serialiser, and what XML cannot carry is replaced first. `made`: the summaries a model made
+    (`digest.summaries`), by store id."""
     root = ET.Element("feed", xmlns=ATOM)
     _text(root, "id", feed_id.urn)
     _text(root, "title", title)
@@ -133,13 +136,15 @@ def atom(entries: Sequence[tuple[date, Paper]], *, feed_id: uuid.UUID, updated: 
             _text(entry, "published", _stamp(paper.published))
         for name in paper.authors[:FEED_AUTHORS]:
             _text(ET.SubElement(entry, "author"), "name", _line(name, 200))
-        _text(entry, "summary", _summary(paper, day))
+        _text(entry, "summary", _summary(paper, day, (made or {}).get(paper.store_id or 0)))
     return ET.tostring(root, encoding="utf-8", xml_declaration=True)
 
 
-def _summary(paper: Paper, day: date) -> str:
-    """The source's AI summary, the abstract (cut at SUMMARY_CHARS), and the digest that carried the paper."""
-    parts = [f"TL;DR (AI summary): {_line(paper.summary, SUMMARY_CHARS)}"] if paper.summary else []
+def _summary(paper: Paper, day: date, made: str | None = None) -> str:
+    """The source's AI summary (else the one a model `made`), the abstract (cut at SUMMARY_CHARS), and the digest
+    that carried the paper."""
+    tldr = paper.summary or made
+    parts = [f"TL;DR (AI summary): {_line(tldr, SUMMARY_CHARS)}"] if tldr else []
     return "\n\n".join([*parts, _line(paper.abstract, SUMMARY_CHARS), f"In your digest of {format_date(day, 'long')}."])
 
 

@@ -383,3 +383,24 @@ def test_abstracts_from_latex_show_as_text(renderer):
     for part in (shown, " ".join(out.text.split())):
         assert "$" not in part and "\\times" not in part and "\\textbf" not in part
         assert "×" in part
+
+
+def test_a_models_summary_replaces_the_quoted_sentence_escaped_and_the_sources_own_comes_first(renderer):
+    """A summary a model made (`[summaries]`, passed by store id) shows as the TL;DR in place of the sentence quoted
+    from the abstract, in both parts, escaped in the HTML and on one line; a paper whose source gave its own summary
+    keeps that one; a paper with none made keeps the quoted sentence."""
+    made = paper(1)
+    own = paper(2, summary="The source's own summary.")
+    none = paper(3)
+    summaries = {1: 'Fuses kernels: 2x <faster> & "leaner".\r\nBcc: x@example.org', 2: "Not shown."}
+    out = renderer.render(digest_of(made, own, none), NEWS, LINKS, summaries)
+    cards = [c.get_text(" ", strip=True) for c in BeautifulSoup(out.html, "html.parser").find_all("td", class_="card")]
+    assert 'TL;DR (AI summary): Fuses kernels: 2x <faster> & "leaner". Bcc: x@example.org' in cards[0]
+    assert "From the abstract" not in cards[0]
+    assert "Fuses kernels: 2x &lt;faster&gt; &amp; &#34;leaner&#34;. Bcc: x@example.org" in out.html
+    assert "TL;DR (AI summary): The source's own summary." in cards[1] and "Not shown." not in out.html
+    assert "From the abstract" in cards[2]
+    text = " ".join(out.text.split())
+    assert 'TL;DR (AI summary): Fuses kernels: 2x <faster> & "leaner". Bcc: x@example.org' in text
+    assert "\r" not in out.text and "\nBcc" not in out.text and "Not shown." not in out.text
+    assert out.text.count("From the abstract") == 1
