@@ -15,6 +15,9 @@ FIRST_DAY, LAST_DAY = date(1970, 1, 1), date(2999, 12, 31)
 MAX_ROW_ID = 2**63 - 1
 
 _ARXIV_ID = re.compile(r"^(\d{4}\.\d{4,5})(v\d+)?$|^([a-z-]+(\.[A-Z]{2})?/\d{7})(v\d+)?$")
+_DOI = re.compile(r"10\.\d{4,9}/\S{1,200}")
+_DOI_PREFIX = re.compile(r"^(?:https?://(?:dx\.)?doi\.org/|doi:\s*)", re.IGNORECASE)
+ARXIV_DOI_PREFIX = "10.48550/arxiv."  # arXiv's DOI of each of its papers: 10.48550/arXiv.<id>
 
 
 def normalise_title(title: str) -> str:
@@ -33,9 +36,38 @@ def clean_arxiv_id(value: str | None) -> str | None:
     return match.group(1) or match.group(3)
 
 
-def paper_key(arxiv_id: str | None, title: str) -> str:
-    """Identity of a paper: its arXiv id where known, else its normalised title."""
-    return arxiv_id if arxiv_id else "title:" + normalise_title(title)
+def arxiv_version(value: str | None) -> int | None:
+    """The version number of an arXiv id written with one ('2406.01234v2' gives 2), else None."""
+    if not value:
+        return None
+    match = _ARXIV_ID.match(value.strip())
+    version = match and (match.group(2) or match.group(5))
+    return int(version[1:]) if version else None
+
+
+def clean_doi(value: str | None) -> str | None:
+    """The DOI in `value` lower-cased, without a resolver prefix ('https://doi.org/', 'doi:'), or None when it is
+    not one. arXiv's own DOIs (10.48550/arXiv.ID) are None: they name the arXiv id, which is kept as that."""
+    if not value:
+        return None
+    doi = _DOI_PREFIX.sub("", value.strip()).lower()
+    if not _DOI.fullmatch(doi) or doi.startswith(ARXIV_DOI_PREFIX):
+        return None
+    return doi
+
+
+def family_name(authors: tuple[str, ...]) -> str:
+    """The first author's family name as papers are matched by it: the last word of the name, normalised like a
+    title ('A. K. Sinha' and 'Anil Sinha' give 'sinha'); "" without authors."""
+    words = normalise_title(authors[0]).split() if authors else []
+    return words[-1] if words else ""
+
+
+def paper_key(arxiv_id: str | None, title: str, doi: str | None = None) -> str:
+    """Identity of a paper: its arXiv id where known, else its DOI, else its normalised title."""
+    if arxiv_id:
+        return arxiv_id
+    return "doi:" + doi if doi else "title:" + normalise_title(title)
 
 
 @dataclass(frozen=True)
@@ -44,7 +76,7 @@ class Paper:
 
     title: str
     abstract: str
-    arxiv_id: str | None = None
+    arxiv_id: str | None = None  # version-less (clean_arxiv_id)
     authors: tuple[str, ...] = ()
     n_authors: int | None = None
     organization: str | None = None
@@ -58,11 +90,13 @@ class Paper:
     summary: str | None = None
     github_url: str | None = None
     project_url: str | None = None
+    doi: str | None = None  # lower-case, no https://doi.org/ (clean_doi)
+    version: int | None = None  # the version this sighting is of (arXiv's v2, bioRxiv's version 2), where known
     store_id: int | None = None  # set by the store when a paper is read back from it
 
     @property
     def key(self) -> str:
-        return paper_key(self.arxiv_id, self.title)
+        return paper_key(self.arxiv_id, self.title, self.doi)
 
     def __hash__(self) -> int:
         # Equal papers have equal ids and titles; hashing two cached strings beats hashing 17 fields

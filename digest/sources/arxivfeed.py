@@ -3,7 +3,9 @@
 
 The API puts the abstract in `<summary>` and the id in `<id>http://arxiv.org/abs/2406.01234v2</id>`;
 the listing feeds put "arXiv:2406.01234v1 Announce Type: new Abstract: …" in the description and
-the id in the link. Both carry categories as `<category term="cs.LG">`.
+the id in the link. Both carry categories as `<category term="cs.LG">`, and a published paper's DOI
+as `<arxiv:doi>`. A paper's `arxiv_id` is version-less and its `version` the one the entry names
+(2406.01234v2: 2406.01234, version 2).
 """
 
 from __future__ import annotations
@@ -12,11 +14,11 @@ import re
 from datetime import date
 from typing import Any
 
-from digest.models import Paper, ParseResult
+from digest.models import Paper, ParseResult, arxiv_version, clean_doi
 from digest.sources._fields import MAX_MARKUP, BadRecord, Reading, checked, collapse, require_title, shown
-from digest.sources.jsonl import ABS_URL, CATEGORY, _arxiv_id
+from digest.sources.jsonl import _ID_PREFIX, ABS_URL, CATEGORY, _arxiv_id
 
-_ANNOUNCE = re.compile(r"^\s*arXiv:\S+\s+Announce Type:\s*\S+\s+Abstract:\s*", re.IGNORECASE)
+_ANNOUNCE = re.compile(r"^\s*arXiv:(\S+)\s+Announce Type:\s*\S+\s+Abstract:\s*", re.IGNORECASE)
 
 
 def parse(text: str, source: str, *, seen_on: date) -> ParseResult:
@@ -53,7 +55,9 @@ def _paper(entry: Any, *, seen_on: date) -> Paper:
     arxiv_id = _arxiv_id(entry.get("id")) or _arxiv_id(entry.get("link"))
     if arxiv_id is None:
         raise BadRecord(f"no arXiv id in id {shown(entry.get('id'))} or link {shown(entry.get('link'))}")
-    abstract = collapse(_ANNOUNCE.sub("", entry.get("summary") or ""))
+    summary = entry.get("summary") or ""
+    announced = _ANNOUNCE.match(summary)
+    abstract = collapse(_ANNOUNCE.sub("", summary))
     if not abstract:
         raise BadRecord("no abstract")
     authors = _authors(entry)
@@ -68,7 +72,18 @@ def _paper(entry: Any, *, seen_on: date) -> Paper:
         listed_on=seen_on,
         url=ABS_URL.format(arxiv_id),
         categories=_categories(entry),
+        doi=clean_doi(entry.get("arxiv_doi")) if isinstance(entry.get("arxiv_doi"), str) else None,
+        version=_version(entry.get("id"), entry.get("link"), announced.group(1) if announced else None),
     ))
+
+
+def _version(*ids: object) -> int | None:
+    """The version the first of `ids` that names one names ('http://arxiv.org/abs/2406.01234v2' gives 2)."""
+    for value in ids:
+        version = arxiv_version(_ID_PREFIX.sub("", value.strip())) if isinstance(value, str) else None
+        if version:
+            return version
+    return None
 
 
 def _authors(entry: Any) -> tuple[str, ...]:

@@ -10,10 +10,10 @@
 
 one version of a preprint per record. The walk asks for the next cursor (this one plus the records given) until
 `total` is reached or a page comes back empty ("no posts found"), at most MAX_PAGES pages. A paper is known by
-its DOI and keeps the latest version posted in the range: its URL is `https://www.biorxiv.org/content/{doi}v{version}`
-(medrxiv.org for medRxiv). A source's `categories` keep the records whose `category` is one of them (case and `_`
-for a space ignored). A record that cannot be read is refused naming its number in the walk and its DOI; a page
-that is not a details response fails the whole source.
+its DOI and keeps the latest version posted in the range: the paper's `doi` and `version` are the record's, its URL
+is `https://www.biorxiv.org/content/{doi}v{version}` (medrxiv.org for medRxiv). A source's `categories` keep the
+records whose `category` is one of them (case and `_` for a space ignored). A record that cannot be read is refused
+naming its number in the walk and its DOI; a page that is not a details response fails the whole source.
 """
 
 from __future__ import annotations
@@ -180,16 +180,17 @@ def paper_of(record: object, *, seen_on: date, server: str = BIORXIV) -> Paper:
         listed_on=seen_on,
         url=f"{site}/content/{doi}" + (f"v{version}" if version else ""),
         categories=(category,) if category else (),
+        doi=doi,
+        version=version,
     ))
 
 
 def latest(papers: list[Paper]) -> tuple[Paper, ...]:
-    """`papers` with one paper per URL's DOI: the latest version (records come oldest first, so a later record of
-    the same version replaces an earlier one)."""
+    """`papers` with one paper per DOI: the latest version (records come oldest first, so a later record of the same
+    version replaces an earlier one)."""
     chosen: dict[str, tuple[int, Paper]] = {}
     for paper in papers:
-        doi, _, version = (paper.url or "").partition("/content/")[2].rpartition("v")
-        key, number = (doi, int(version)) if doi and version.isdigit() else ((paper.url or ""), 0)
+        key, number = paper.doi or paper.url or "", paper.version or 0
         if key not in chosen or number >= chosen[key][0]:
             chosen[key] = (number, paper)
     return tuple(paper for _, paper in chosen.values())

@@ -1,4 +1,7 @@
-"""Parser for the Hugging Face Daily Papers API JSON (`/api/daily_papers`), also used for the HTML page's rows."""
+"""Parser for the Hugging Face Daily Papers API JSON (`/api/daily_papers`), also used for the HTML page's rows.
+
+A row names its paper by arXiv id, usually without a version (a version when it has one is the paper's `version`);
+it gives no DOI."""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ from collections.abc import Iterable, Iterator
 from datetime import date
 from typing import Any
 
-from digest.models import Paper, ParseResult, RecordError, clean_arxiv_id
+from digest.models import Paper, ParseResult, RecordError, arxiv_version, clean_arxiv_id
 from digest.sources._fields import (
     BadRecord,
     Reading,
@@ -77,6 +80,7 @@ def paper_of_row(row: object, *, seen_on: date) -> Paper:
     if not isinstance(paper, dict):
         raise BadRecord("'paper' is not an object")
     arxiv_id = _arxiv_id(paper.get("id"))
+    version = arxiv_version(paper["id"]) if isinstance(paper.get("id"), str) else None
     authors = _authors(paper.get("authors"))
     return checked(Paper(
         title=require_title(paper.get("title") or row.get("title")),
@@ -94,6 +98,7 @@ def paper_of_row(row: object, *, seen_on: date) -> Paper:
         summary=text_or_none(paper.get("ai_summary")),
         github_url=text_or_none(paper.get("githubRepo")),
         project_url=text_or_none(paper.get("projectPage")),
+        version=version,
     ))
 
 

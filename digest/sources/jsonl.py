@@ -1,4 +1,5 @@
-"""Parser for papers JSONL: one paper object per line (`id`, `title`, `abstract`, `authors`, ...)."""
+"""Parser for papers JSONL: one paper object per line (`id`, `title`, `abstract`, `authors`, `doi`, ...); an id with
+a version ('2401.01234v2') gives the paper's `version`."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Iterable
 from datetime import date
 from typing import Any
 
-from digest.models import Paper, ParseResult, clean_arxiv_id
+from digest.models import Paper, ParseResult, arxiv_version, clean_arxiv_id, clean_doi
 from digest.sources._fields import (
     BadRecord,
     Reading,
@@ -95,6 +96,8 @@ def paper_of_object(data: dict[str, Any], *, seen_on: date) -> Paper:
         upvotes=count(data.get("upvotes"), "upvotes"),
         url=text_or_none(data.get("url")) or (ABS_URL.format(arxiv_id) if arxiv_id else None),
         categories=_categories(data.get("categories"), data.get("primary_category")),
+        doi=clean_doi(data["doi"]) if isinstance(data.get("doi"), str) else None,
+        version=arxiv_version(_ID_PREFIX.sub("", data["id"].strip())) if isinstance(data.get("id"), str) else None,
     ))
 
 

@@ -17,7 +17,7 @@ from digest.errors import StoreError
 from digest.store.engine import write
 from digest.store.tables import metadata
 
-HEAD = "0008"  # the newest migration; tests check it against migrations/versions/
+HEAD = "0009"  # the newest migration; tests check it against migrations/versions/
 BASELINE = "0001"  # the schema before migrations
 VERSION_TABLE = "alembic_version"
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"

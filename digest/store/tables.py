@@ -27,6 +27,10 @@ papers = sa.Table(
     sa.Column("published", sa.Date),
     sa.Column("first_seen", sa.Date, nullable=False, index=True),
     sa.Column("updated_at", sa.DateTime, nullable=False),
+    sa.Column("doi", sa.String),  # lower-case, no https://doi.org/ (revision 0009)
+    sa.Column("version", sa.Integer),  # the newest version seen (revision 0009)
+    # one row per DOI; rows without one are many (NULLs are distinct in a unique index on SQLite and PostgreSQL)
+    sa.Index("ix_papers_doi", "doi", unique=True),
 )
 
 upvotes = sa.Table(
@@ -245,7 +249,7 @@ meta = sa.Table(
 )
 
 # Paper fields kept in the JSON column (the rest have columns of their own).
-_COLUMN_FIELDS = {"title", "abstract", "arxiv_id", "upvotes", "published", "store_id"}
+_COLUMN_FIELDS = {"title", "abstract", "arxiv_id", "upvotes", "published", "doi", "version", "store_id"}
 _JSON_FIELDS = [f.name for f in fields(Paper) if f.name not in _COLUMN_FIELDS]
 
 
@@ -271,7 +275,7 @@ def _from_row(row: Any) -> Paper:
     if "listed_on" in data:
         data["listed_on"] = date.fromisoformat(data["listed_on"])
     return Paper(title=row.title, abstract=row.abstract, arxiv_id=row.arxiv_id, upvotes=row.upvotes,
-                 published=row.published, store_id=row.id, **data)
+                 published=row.published, doi=row.doi, version=row.version, store_id=row.id, **data)
 
 
 def _record(row: Any) -> DeliveryRecord:
