@@ -138,6 +138,7 @@ def parts(app: App) -> list[tuple[email.message.EmailMessage, str, str]]:
     return out
 
 
+@pytest.mark.slow  # a digest composed for every paper's reader
 def test_summaries_are_made_once_kept_and_shown_in_both_parts_escaped(make_app):
     """A run asks the endpoint once per pool paper without a summary (its source's `ai_summary` is used instead),
     keeps each answer in the store, and every digest shows the kept ones as the TL;DR in place of the sentence
@@ -228,6 +229,7 @@ def test_an_endpoint_failing_ends_the_step_in_one_line_and_nothing_is_kept(make_
     assert summaries.kept(app.store, wanted(app)) == {}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("content, why", [
     ("<script>alert(1)</script>", "markup"),
     ("Great paper <img src=x onerror=alert(1)>", "markup"),
@@ -249,6 +251,7 @@ def test_hostile_or_empty_answers_are_refused_one_by_one(make_app, content, why)
     assert summaries.kept(app.store, papers) == {}
 
 
+@pytest.mark.slow  # a digest composed for every paper's reader
 def test_control_characters_and_header_injection_are_flattened_and_long_answers_cut(make_app):
     """Control characters (CR LF, NUL, ESC, U+2028) become spaces, so a "Bcc:" written by the model is words in the
     body, never a header; an answer past `max_chars` is cut at a word boundary."""
@@ -271,6 +274,7 @@ def test_control_characters_and_header_injection_are_flattened_and_long_answers_
         assert "\nBcc:" not in text.replace("\r\n", "\n")
 
 
+@pytest.mark.slow  # a digest composed for every paper's reader
 def test_the_daily_budget_bounds_the_requests_and_runs_of_a_day_share_it(make_app):
     """With N + 1 papers to summarise and a budget of N, N requests are made; a second run the same day asks
     nothing (the budget is spent), and the report says how many papers keep their quoted sentence."""
