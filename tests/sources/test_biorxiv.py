@@ -14,7 +14,6 @@ from digest.sources import BIORXIV_JSON, detect_format, parse_file
 from digest.sources.collect import collect
 from digest.sources.fetch import Fetcher, FetchPolicy
 from digest.sources.live import SourceSpec
-from digest.store import Store
 
 from ..http_server import Reply, ScriptedServer
 
@@ -30,13 +29,6 @@ RANGE = "2026-06-11/2026-06-12"  # days = 2
 
 def fetcher() -> Fetcher:
     return Fetcher(FetchPolicy(timeout=5.0, retries=1, backoff=0), sleep=lambda _: None)
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = Store(f"sqlite:///{tmp_path / 'digest.db'}")
-    yield s
-    s.close()
 
 
 def test_a_range_is_walked_page_by_page_and_each_doi_keeps_its_latest_version(store):

@@ -16,7 +16,6 @@ from digest.errors import FetchError
 from digest.sources.collect import collect
 from digest.sources.fetch import Fetched, Fetcher, FetchPolicy, Validators
 from digest.sources.live import SourceSpec
-from digest.store import Store
 
 from ..http_server import Reply, ScriptedServer
 
@@ -158,13 +157,6 @@ def test_conditional_request_gets_not_modified():
     assert first.validators == Validators('"v1"', None)
     assert second.not_modified and second.body == b""
     assert server.requests[1].headers["if-none-match"] == '"v1"'
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = Store(f"sqlite:///{tmp_path / 'digest.db'}")
-    yield s
-    s.close()
 
 
 def test_a_failing_source_does_not_stop_the_others(store):
