@@ -158,6 +158,26 @@ def test_api_json_rows_with_hostile_values(rows):
         one_line(exc)
 
 
+BIORXIV_PAGE = json.loads((Path(__file__).parent / "fixtures" / "biorxiv" / "biorxiv_page0.json").read_text("utf-8"))
+BIORXIV_FIELDS = ("title", "authors", "doi", "date", "version", "category", "abstract", "server", "published")
+
+
+@pytest.mark.slow
+@cases("bioRxiv details records with hostile values", 600)
+@given(st.dictionaries(st.sampled_from(BIORXIV_FIELDS), VALUES, min_size=1, max_size=4), st.integers(0, 3))
+def test_biorxiv_records_with_hostile_values_leave_the_others_in(changes, at):
+    """A real details page with one record's fields replaced by any values (at any place among the others): that
+    record is a paper or a one-line error, and every untouched record of the page is still a paper."""
+    page = json.loads(json.dumps(BIORXIV_PAGE))
+    records = page["collection"]
+    bad = {**records[0], **changes}
+    page["collection"] = records[:at] + [bad] + records[at:]
+    result = parse_text(json.dumps(page, allow_nan=True), "fuzz.json", seen_on=SEEN)
+    clean_result(result)
+    dois = {p.doi for p in result.papers}
+    assert {r["doi"].lower() for r in records} <= dois | {str(bad.get("doi", "")).lower()}
+
+
 PAGE_LINES = st.lists(st.one_of(
     st.sampled_from(["Daily Papers", "Jan 5", "Feb 29", "Feb 30", "·", "• 9 authors", "• 0 authors", "Oct 15 3",
                      "Jun 20, 2024", "Dec 3, 2025 99999999999999999999999", "Sept 31", "", "", "org Org"]),
