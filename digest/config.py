@@ -310,6 +310,8 @@ SOURCE_FIELDS: tuple[Setting, ...] = (
     Setting("sources", "query", str, "", "For `arxiv`: an arXiv API search query (newest 200 results)."),
     Setting("sources", "days", int, 1, "For `biorxiv` and `medrxiv`: how many days to read, ending on the day "
             "fetched.", minimum=1, maximum=31),
+    Setting("sources", "venue", str, "", "For `openreview`: the venue id whose papers to read "
+            "(ICLR.cc/2025/Conference; its /Submission for those under review)."),
 )
 
 

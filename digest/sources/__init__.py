@@ -1,5 +1,5 @@
-"""Sources: read Daily Papers page text, API JSON and HTML pages, arXiv feeds, bioRxiv and medRxiv API JSON and papers
-JSONL into Papers."""
+"""Sources: read Daily Papers page text, API JSON and HTML pages, arXiv feeds, bioRxiv and medRxiv API JSON, OpenReview
+notes JSON and papers JSONL into Papers."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from digest.models import ParseResult, RecordError, mangled
-from digest.sources import arxivfeed, biorxiv, hfhtml, hfjson, jsonl, pagetext
+from digest.sources import arxivfeed, biorxiv, hfhtml, hfjson, jsonl, openreview, pagetext
 from digest.sources._fields import MAX_REFUSED, Reading, SourceError, pieces
 from digest.sources._json import loads
 
@@ -29,6 +29,7 @@ HF_PAGE_HTML = "hf_page_html"
 JSONL = "jsonl"
 ARXIV_FEED = "arxiv_feed"
 BIORXIV_JSON = "biorxiv_json"  # the details API of bioRxiv and medRxiv, one page
+OPENREVIEW_JSON = "openreview_json"  # the notes of OpenReview's API v2, one page
 SUFFIXES = (".txt", ".json", ".jsonl", ".html", ".htm", ".gz", ".xml", ".atom", ".rss")
 
 
@@ -45,6 +46,7 @@ PARSERS: dict[str, Parser] = {
     JSONL: jsonl.parse,
     ARXIV_FEED: arxivfeed.parse,
     BIORXIV_JSON: biorxiv.parse,
+    OPENREVIEW_JSON: openreview.parse,
 }
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -303,14 +305,16 @@ def _wanted(name: str) -> bool:
 
 
 def _json_object_format(head: str) -> str:
-    """API JSON for an object holding Daily Papers rows, bioRxiv JSON for a details response, else JSONL (one
-    object per line)."""
+    """API JSON for an object holding Daily Papers rows, bioRxiv JSON for a details response, OpenReview JSON for a
+    notes response, else JSONL (one object per line)."""
     try:
         data = loads(head)
     except json.JSONDecodeError:
         return JSONL if _looks_like_jsonl(head) else HF_API_JSON
     if biorxiv.is_details(data):
         return BIORXIV_JSON
+    if openreview.is_notes(data):
+        return OPENREVIEW_JSON
     return HF_API_JSON if hfjson.find_rows(data) is not None else JSONL
 
 

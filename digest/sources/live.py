@@ -19,6 +19,7 @@ from digest.sources import (
     SourceError,
     biorxiv,
     iter_paths,
+    openreview,
     parse_bytes,
     parse_file,
     vet,
@@ -32,7 +33,8 @@ HF_PAGE = "hf_page"
 ARXIV = "arxiv"
 FILE = "file"
 BIORXIV, MEDRXIV = biorxiv.KINDS
-KINDS = (HF_DAILY, HF_PAGE, ARXIV, FILE, BIORXIV, MEDRXIV)
+OPENREVIEW = openreview.KIND
+KINDS = (HF_DAILY, HF_PAGE, ARXIV, FILE, BIORXIV, MEDRXIV, OPENREVIEW)
 
 DEFAULT_URLS = {
     HF_DAILY: "https://huggingface.co/api/daily_papers?date={date}",
@@ -60,17 +62,20 @@ class SourceSpec:
     categories: tuple[str, ...] = ()
     query: str = ""
     days: int = 1  # for `biorxiv` and `medrxiv`: the days read, ending on the day fetched
+    venue: str = ""  # for `openreview`: the venue id whose notes are read (ICLR.cc/2025/Conference)
 
     @property
     def label(self) -> str:
         """How reports and `digest status` name this source."""
-        where = self.path or self.url or "+".join(self.categories) or self.query
+        where = self.path or self.venue or self.url or "+".join(self.categories) or self.query
         return self.name or (f"{self.kind}:{where}" if where else self.kind)
 
     def url_for(self, day: date) -> str:
-        """The URL to fetch for `day` (for `biorxiv` and `medrxiv`: the first page of the range)."""
+        """The URL to fetch for `day` (for `biorxiv`, `medrxiv` and `openreview`: the first page of the walk)."""
         if self.kind in biorxiv.KINDS:
             return biorxiv.details_url(self, day)
+        if self.kind == OPENREVIEW:
+            return openreview.notes_url(self)
         if self.url:
             return self.url.replace("{date}", day.isoformat())
         if self.kind in DEFAULT_URLS:
@@ -83,6 +88,10 @@ class SourceSpec:
         """What is missing or contradictory in this entry, or None when it can run."""
         if self.days != 1 and self.kind not in biorxiv.KINDS:
             return f"`days` is only for `biorxiv` and `medrxiv` sources, not {self.kind!r}"
+        if self.venue and self.kind != OPENREVIEW:
+            return f"`venue` is only for `openreview` sources, not {self.kind!r}"
+        if self.kind == OPENREVIEW and (problem := openreview.venue_problem(self.venue)):
+            return problem
         if self.kind == FILE:
             return None if self.path else "a `file` source needs `path`"
         if self.path:
@@ -117,8 +126,9 @@ def read_source(spec: SourceSpec, day: date, fetcher: Fetcher, have: Validators)
     """Fetch (or read) one source and parse it; FetchError or SourceError when the whole source fails."""
     if spec.kind == FILE:
         return _read_files(spec, day)
-    if spec.kind in biorxiv.KINDS:  # a page at a time, never conditional: `have` is not asked
-        parsed, fetched = biorxiv.walk(spec, day, fetcher, limit=MAX_DOCUMENT_BYTES)
+    if spec.kind in (*biorxiv.KINDS, OPENREVIEW):  # a page at a time, never conditional: `have` is not asked
+        walk = biorxiv.walk if spec.kind in biorxiv.KINDS else openreview.walk
+        parsed, fetched = walk(spec, day, fetcher, limit=MAX_DOCUMENT_BYTES)
         return SourceResult(spec, vet(parsed, spec.label), fetched)
     fetched = fetcher.get(spec.url_for(day), accept=_ACCEPT[spec.kind], have=have, limit=MAX_DOCUMENT_BYTES)
     if fetched.not_modified:
