@@ -517,3 +517,32 @@ def confirm_token(site) -> str:
 def test_the_suite_runs_at_least_ten_thousand_cases():
     """The counts above (at scale 1) add up to the issue's floor of 10,000 generated cases a run."""
     assert sum(FUZZ_CASES.values()) >= 10_000 * min(SCALE, 1), FUZZ_CASES
+
+
+OPENREVIEW_PAGE = json.loads((Path(__file__).parent / "fixtures" / "openreview" / "regml_offset0.json")
+                             .read_text("utf-8"))
+NOTE_FIELDS = ("id", "forum", "pdate", "odate", "cdate", "content")
+NOTE_CONTENT = ("title", "abstract", "authors", "keywords", "primary_area", "venueid", "TLDR")
+
+
+@pytest.mark.slow
+@cases("OpenReview notes with hostile values", 600)
+@given(st.dictionaries(st.sampled_from(NOTE_FIELDS), VALUES, max_size=3),
+       st.dictionaries(st.sampled_from(NOTE_CONTENT), st.one_of(VALUES, VALUES.map(lambda v: {"value": v})),
+                       max_size=4),
+       st.integers(0, 3))
+def test_openreview_notes_with_hostile_values_leave_the_others_in(changes, content, at):
+    """A notes page holding a real note with one note's fields, or its content's fields (bare or as {"value": …}),
+    replaced by any values (at any place among the others): that note is a paper or a one-line error naming its
+    number, and every untouched note of the page is still a paper."""
+    page = json.loads(json.dumps(OPENREVIEW_PAGE))
+    notes = page["notes"]
+    bad = {**notes[0], **changes}
+    if isinstance(bad.get("content"), dict):
+        bad["content"] = {**bad["content"], **content}
+    page["notes"] = notes[:at] + [bad] + notes[at:]
+    result = parse_text(json.dumps(page, allow_nan=True), "fuzz.json", seen_on=SEEN)
+    clean_result(result)
+    assert len(result.errors) <= 1 and all(e.reason.startswith(f"record {at + 1}") for e in result.errors)
+    urls = {p.url for p in result.papers}
+    assert {f"https://openreview.net/forum?id={n['id']}" for n in notes} <= urls
