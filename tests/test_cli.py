@@ -43,7 +43,7 @@ def test_run_ingests_and_delivers_to_outbox(site):
     with sqlite3.connect(site / "digest.db") as conn:
         assert conn.execute("SELECT command, status FROM runs").fetchall() == [("run", "ok")]
     lines = result.stdout.strip().splitlines()
-    assert "197 distinct papers" in lines[0]
+    assert "314 records from 6 files: 227 distinct papers" in lines[0]  # the five seed pages and the API day
     assert lines[-1].startswith("2026-06-12: sent 4, skipped 1, failed 0")
     assert len(list((site / "outbox" / "2026-06-12").glob("*.eml"))) == 4
     again = run(site, "send", "--date", "2026-06-12")

@@ -36,14 +36,19 @@ def outbox_files(app: App) -> list[Path]:
 
 
 def test_seed_pages_hold_197_distinct_papers(make_config):
-    """Ingesting the five seed pages reports 284 records of 197 distinct papers, and a rerun adds none."""
+    """Ingesting the five seed pages reports 284 records of 197 distinct papers, and a rerun adds none; the whole
+    sample (the pages and the Daily Papers API day) adds that day's 30 papers, none of them on the pages."""
     app = App(make_config())
-    first = app.ingest([SEEDS], seen_on=DAY)
+    pages = sorted(SEEDS.glob("*.txt"))
+    first = app.ingest(pages, seen_on=DAY)
     assert (first.files, first.records, first.distinct, first.new) == (5, 284, 197, 197)
     assert "197 distinct papers (197 new" in first.summary()
-    again = app.ingest([SEEDS], seen_on=DAY)
+    again = app.ingest(pages, seen_on=DAY)
     assert (again.new, again.updated, again.unchanged) == (0, 0, 197)
     assert app.store.count_papers() == 197
+    whole = app.ingest([SEEDS], seen_on=DAY)
+    assert (whole.files, whole.records, whole.distinct, whole.new, whole.unchanged) == (6, 314, 227, 30, 197)
+    assert app.store.count_papers() == 227
     app.close()
 
 

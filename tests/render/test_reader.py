@@ -18,7 +18,7 @@ import pytest
 
 from digest.app import App
 
-from ..conftest import DAY, FIXTURES, SEEDS
+from ..conftest import DAY, SEEDS
 from ..web.test_browser import ARTIFACTS, axe_source, browser, serious_violations  # noqa: F401 - the fixtures
 
 READERS = ["ada@example.org", "alan@example.org", "grace@example.org", "katherine@example.org",
@@ -69,8 +69,8 @@ def without_style(html: str) -> str:
 
 @pytest.fixture(scope="module")
 def digests(tmp_path_factory) -> dict[str, str]:
-    """Each example subscriber's HTML part on DAY: the seed pages and the Daily Papers API fixture (arXiv ids,
-    names, AI summaries, code and project links, comments), the default age limit (a "Trending again" section)."""
+    """Each example subscriber's HTML part on DAY from the sample: the seed pages and the Daily Papers API day (arXiv
+    ids, names, AI summaries, code and project links, comments), the default age limit (a "Trending again" section)."""
     os.environ.setdefault("DIGEST_SECRET", "reader-test-secret")
     from digest.config import build_config
 
@@ -79,7 +79,7 @@ def digests(tmp_path_factory) -> dict[str, str]:
     config = build_config({"store": {"url": "sqlite:///digest.db"}, "subscribers": {"dir": str(SUBSCRIBERS)}},
                           base=tmp_path_factory.mktemp("reader"))
     app = App(config)
-    app.ingest([SEEDS, FIXTURES / "hf_daily_papers_2026-06-12.json"], seen_on=DAY)
+    app.ingest([SEEDS], seen_on=DAY)
     pool = app.composer.pool(DAY)
     out = {email: app.composer.compose(app.profiles.roster().find(email), DAY, pool).rendered.html for email in READERS}
     app.close()

@@ -54,8 +54,8 @@ def test_close_texts_are_closer_than_unrelated_ones():
 
 @pytest.mark.slow
 def test_an_ingest_embeds_each_paper_once_and_keeps_it(tmp_path, monkeypatch):
-    """Ingesting the seeds into a new store stores one vector per distinct paper; ingesting them again embeds
-    nothing."""
+    """Ingesting the sample into a new store stores one vector per distinct paper (the seed pages' 197 and the API
+    day's 30); ingesting it again embeds nothing."""
     from digest.app import App
     from digest.config import build_config
 
@@ -71,11 +71,11 @@ def test_an_ingest_embeds_each_paper_once_and_keeps_it(tmp_path, monkeypatch):
     load()._memo.clear()  # (earlier tests of this process embedded the seeds already)
     app.ingest([SEEDS], seen_on=DAY)
     keys = [p.key for p in app.store.all_papers()]
-    assert len(app.store.embeddings(keys, MODEL_NAME)) == len(keys) == 197
-    assert sum(calls) == 197
+    assert len(app.store.embeddings(keys, MODEL_NAME)) == len(keys) == 197 + 30
+    assert sum(calls) == 197 + 30
     load()._memo.clear()
     app.ingest([SEEDS], seen_on=DAY)
-    assert sum(calls) == 197
+    assert sum(calls) == 197 + 30
     app.close()
 
 
