@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import quote, quote_plus
 
 from digest.models import AGAIN_SECTION, Digest, Item, Paper
+from digest.sources.latex import plain
 
 SUBJECT_LIMIT = 150
 HEADLINE_LIMIT = 70  # what an inbox list shows of a subject on a desktop; phones show less
@@ -57,6 +58,14 @@ def truncate_words(text: str, limit: int = 300) -> str:
     if " " in cut:
         cut = cut.rsplit(" ", 1)[0]
     return cut.rstrip(" ,;:.-—") + "…"
+
+
+@lru_cache(maxsize=_CACHE)
+def display_title(paper: Paper) -> str:
+    """The title as a reader reads it, its LaTeX made plain text ("H$_2$O" → "H₂O", "4$\\times$" → "4×"). Only what
+    is shown: the stored title stays as the source wrote it, since a paper without an arXiv id is known by its title
+    (in the store and in readers' libraries), and a Hugging Face search for it looks for it as written."""
+    return plain(paper.title) or paper.title
 
 
 @lru_cache(maxsize=_CACHE)
@@ -282,7 +291,7 @@ def headline(digest: Digest, limit: int = HEADLINE_LIMIT) -> str:
         lead = "Trending on a quiet day: "
     elif all(section.name == AGAIN_SECTION for section in digest.sections):
         lead = "Trending again: "
-    return lead + one_line(top.paper.title, limit - len(lead) - len(more)) + more
+    return lead + one_line(display_title(top.paper), limit - len(lead) - len(more)) + more
 
 
 def also(digest: Digest, limit: int = 140) -> str:
@@ -296,7 +305,7 @@ def also(digest: Digest, limit: int = 140) -> str:
     else:
         head = f"{counted(digest.count, 'paper')} on {topics(digest, 3)}"
     top = first_item(digest)
-    rest = [item.paper.title for section in digest.sections for item in section.items if item is not top][:2]
+    rest = [display_title(item.paper) for section in digest.sections for item in section.items if item is not top][:2]
     return one_line(head + (". Also: " + " · ".join(rest) if rest else "."), limit)
 
 
@@ -319,6 +328,7 @@ FILTERS: dict[str, Callable[..., Any]] = {
     "one_line": one_line,
     "web_url": web_url,
     "paper_links": paper_links,
+    "display_title": display_title,
     "tldr": tldr,
     "dates_line": dates_line,
     "headline": headline,
@@ -339,6 +349,7 @@ FILTERS: dict[str, Callable[..., Any]] = {
 
 def clear_caches() -> None:
     """Forget every memoised formatting result (for benchmarks that want a cold start)."""
-    for function in (truncate_words, authors_line, paper_url, paper_meta, wrap, paper_links, tldr, dates_line):
+    for function in (truncate_words, display_title, authors_line, paper_url, paper_meta, wrap, paper_links, tldr,
+                     dates_line):
         function.cache_clear()
     _ONCE.clear()

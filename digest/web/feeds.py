@@ -34,7 +34,7 @@ from flask import Blueprint, Response, abort, request
 
 from digest import summaries
 from digest.models import Paper
-from digest.render.filters import format_date, paper_url, truncate_words
+from digest.render.filters import display_title, format_date, paper_url, truncate_words
 from digest.tokens import BadToken
 from digest.web.common import current, page
 from digest.web.public import _links, _token, mailed
@@ -129,7 +129,7 @@ def atom(entries: Sequence[tuple[date, Paper]], *, feed_id: uuid.UUID, updated: 
     for day, paper in entries:
         entry = ET.SubElement(root, "entry")
         _text(entry, "id", uuid.uuid5(feed_id, f"paper {paper.store_id}").urn)
-        _text(entry, "title", _line(paper.title, 500))
+        _text(entry, "title", _line(display_title(paper), 500))
         ET.SubElement(entry, "link", rel="alternate", type="text/html", href=paper_url(paper))
         _text(entry, "updated", _stamp(day))
         if paper.published:

@@ -385,6 +385,36 @@ def test_abstracts_from_latex_show_as_text(renderer):
         assert "×" in part
 
 
+def test_titles_from_latex_show_as_text_and_stay_stored_as_written(renderer):
+    """Titles written in LaTeX (real arXiv titles, a seed page's "H_2O") show as text wherever the email shows a
+    title: the card, "In this issue", the feedback links' names, the text part, the subject and the preheader. The
+    paper keeps its title as written (one without an arXiv id is known by it), and the search for it looks for that."""
+    mask = paper(1, arxiv_id="2503.19881",
+                 title="Mask$^2$DiT: Dual Mask-based Diffusion Transformer for Multi-Scene Long Video Generation")
+    wing = paper(2, arxiv_id="2503.18652", title=r"Robust face recognition based on the wing loss and the $\ell_1$ "
+                                                 "regularization")
+    h2o = paper(3, arxiv_id=None, title="H_2O: Heavy-Hitter Oracle for Efficient Generative Inference of Large "
+                                        "Language Models")
+    shown = ["Mask²DiT: Dual Mask-based Diffusion Transformer for Multi-Scene Long Video Generation",
+             "Robust face recognition based on the wing loss and the ℓ₁ regularization",
+             "H₂O: Heavy-Hitter Oracle for Efficient Generative Inference of Large Language Models"]
+    out = renderer.render(digest_of(mask, wing, h2o), NEWS, LINKS)
+    soup = BeautifulSoup(out.html, "html.parser")
+    assert [a.get_text() for a in soup("a", class_="ttl")] == shown
+    assert [a.get_text() for a in soup("a", class_="tk")] == shown
+    assert soup.find("a", attrs={"aria-label": True})["aria-label"] == "More like this: Mask²DiT: Dual Mask-based…"
+    text = " ".join(out.text.split())
+    assert all(title in text for title in shown)
+    assert out.subject.startswith("Mask²DiT: Dual Mask-based") and "H₂O: Heavy-Hitter Oracle" in out.preheader
+    page = " ".join(soup.find("table", class_="wrap").get_text(" ").split())
+    words = " ".join(word for word in text.split() if "://" not in word)  # (the search link holds the title as written)
+    for part in (page, words, out.subject, out.preheader):
+        assert "$" not in part and "\\" not in part and "H_2O" not in part
+    assert h2o.title.startswith("H_2O") and mask.title.startswith("Mask$^2$DiT")
+    assert paper_url(h2o).endswith("?q=H_2O%3A+Heavy-Hitter+Oracle+for+Efficient+Generative+Inference+of+Large+"
+                                   "Language+Models")
+
+
 def test_a_models_summary_replaces_the_quoted_sentence_escaped_and_the_sources_own_comes_first(renderer):
     """A summary a model made (`[summaries]`, passed by store id) shows as the TL;DR in place of the sentence quoted
     from the abstract, in both parts, escaped in the HTML and on one line; a paper whose source gave its own summary

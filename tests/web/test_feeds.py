@@ -201,6 +201,19 @@ def test_hostile_text_round_trips_through_the_feed(make_config, monkeypatch):
     assert b"<script>" not in body and body.count(b"<entry>") == len(ids)
 
 
+def test_a_title_written_in_latex_reads_as_text_in_the_feed():
+    """An entry's title is the paper's as a reader reads it, its LaTeX made text; its link is the paper's."""
+    import uuid
+
+    paper = Paper(title="Mask$^2$DiT: Dual Mask-based Diffusion Transformer for Multi-Scene Long Video Generation",
+                  abstract="A.", arxiv_id="2503.19881", store_id=1)
+    body = feeds.atom([(DAY, paper)], feed_id=uuid.uuid4(), updated=DAY, title="Feed", author="Digest",
+                      self_url="https://digest.example.org/feed/x")
+    [entry] = parsed(body).entries
+    assert entry.title == "Mask²DiT: Dual Mask-based Diffusion Transformer for Multi-Scene Long Video Generation"
+    assert entry.link == "https://arxiv.org/abs/2503.19881"
+
+
 @pytest.mark.slow
 def test_unsubscribe_stops_the_feed_and_resubscribing_brings_it_back(fresh):
     """After the one-click unsubscribe the feed answers 410 (a feed reader drops it) and the preferences page no

@@ -184,6 +184,14 @@ def test_untrusted_profile_text_is_escaped_on_operator_pages(web, app, subscribe
     assert "<script>alert(1)</script>" not in text and "&lt;script&gt;alert(1)&lt;/script&gt;" in text
 
 
+def test_the_feedback_page_names_the_paper_as_a_reader_reads_it(web, app):
+    """The page a "More like this" link opens names the paper by its title with its LaTeX made text: a seed page's
+    "H_2O" shows as "H₂O"."""
+    h2o = next(p for p in app.store.all_papers() if p.title.startswith("H_2O: "))
+    asked = web.client.get(web.path(f"{app.links(ADA).feedback}/{h2o.store_id}/more"))
+    assert asked.status_code == 200 and "H₂O: Heavy-Hitter Oracle" in asked.text and "H_2O" not in asked.text
+
+
 @pytest.mark.slow
 @BOTH_STORES
 def test_feedback_link_asks_then_records_and_moves_the_next_ranking(web, app):

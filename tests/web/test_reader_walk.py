@@ -23,6 +23,7 @@ from bs4 import BeautifulSoup
 from digest import daily
 from digest.app import App
 from digest.config import load_config
+from digest.render.filters import display_title
 
 from ..conftest import SEEDS, sample_site
 from ..signup.test_signups import settings
@@ -161,7 +162,7 @@ def walk(page, axe_source: str, app: App, server: Server, inbox: Recorder, today
     assert daily.send(app, today, only=READER).counts["sent"] == 1
     mailed = caught(inbox, "", digest=True)
     html = mailed.get_body(("html",)).get_content()
-    titles = [i.paper.title for i in composed.digest.items]
+    titles = [display_title(i.paper) for i in composed.digest.items]
     assert sorted(a.get_text() for a in BeautifulSoup(html, "html.parser").select("a.ttl")) == sorted(titles)
     sections = {s.name: s for s in composed.digest.sections}
     assert WORDS_NAME in sections and f"{WORDS_NAME} · {len(sections[WORDS_NAME].items)}" in (
