@@ -63,7 +63,7 @@ def test_every_paper_has_title_link_meta_summary_and_reason(renderer):
         link = soup.find("a", class_="ttl", string=p.title)
         assert link is not None and link["href"] == paper_url(p)
         card = link.find_parent("td").get_text(" ", strip=True)
-        assert "A. Author, B. Author" in card and "published 12 Jun" in card and f"▲ {p.upvotes}" in card
+        assert "A. Author, B. Author" in card and "published 12 Jun" in card and f"▲\u00a0{p.upvotes}" in card
         assert "Why: CUDA, kernel fusion" in card
         assert "From the abstract: We study fused attention kernels" in card and len(card) < len(LONG)
     assert paper_url(papers[0]) == "https://arxiv.org/abs/2606.10001"
@@ -357,11 +357,13 @@ def test_a_url_naming_an_arxiv_id_links_arxiv_and_its_pdf(renderer):
     (date(2026, 6, 3), date(2026, 6, 3), 2, "published 3 Jun · ▲ 2"),
 ])
 def test_each_date_says_what_it_is(renderer, published, listed, upvotes, words):
-    """The paper's own date reads "published", the day a source listed it "listed" (with or without upvotes), the
-    year shown when it is not the digest's; the text part says the same."""
+    """The paper's own date reads "published", the day a source listed it "listed" (with or without upvotes, "▲" never
+    apart from its count in the HTML), the year shown when it is not the digest's; the text part says the same."""
     dated = replace(paper(1), published=published, listed_on=listed, upvotes=upvotes)
     out = renderer.render(digest_of(dated), NEWS, LINKS)
     meta = BeautifulSoup(out.html, "html.parser").find("div", class_="meta").get_text(" ", strip=True)
+    assert "▲ " not in meta
+    meta = meta.replace("\u00a0", " ")
     assert meta.endswith(words) and "trending" not in meta and "Published" not in meta
     assert words in " ".join(out.text.split())
 
