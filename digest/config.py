@@ -188,10 +188,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("select", "title_weight", (int, float), 3.0,
             "How much more a term in the title counts than one in the abstract.", minimum=0, maximum=100),
     Setting("select", "upvote_weight", (int, float), 0.5,
-            "Weight of the trending signal (upvotes and comments, log-scaled) in the final score.", minimum=0,
-            maximum=100),
+            "Weight of a paper's trend (its upvotes, comments, GitHub stars and citations, log-scaled; see "
+            "docs/ranking.md) in the final score.", minimum=0, maximum=100),
     Setting("select", "comment_weight", (int, float), 2.0,
-            "How many upvotes one comment counts as in the trending signal.", minimum=0, maximum=1000),
+            "How many upvotes one comment counts as in the trend.", minimum=0, maximum=1000),
+    Setting("select", "star_weight", (int, float), 0.2,
+            "How many upvotes one GitHub star of the paper's code counts as in the trend.", minimum=0, maximum=1000),
+    Setting("select", "citation_weight", (int, float), 1.0,
+            "How many upvotes one citation counts as in the trend (with [signals] citations).", minimum=0,
+            maximum=1000),
     Setting("select", "recency_weight", (int, float), 0.3, "Weight of recency in the final score.", minimum=0,
             maximum=100),
     Setting("select", "recency_half_life_days", (int, float), 30.0,
@@ -297,6 +302,23 @@ SETTINGS: tuple[Setting, ...] = (
             "Longest summary kept, in characters (cut at a word boundary).", minimum=40, maximum=1000),
     Setting("summaries", "deadline", (int, float), 300.0,
             "Seconds the whole summary step may take in a run; the send follows.", minimum=1, maximum=3600),
+    Setting("signals", "github", bool, False,
+            "Ask the GitHub API for the stars of the repositories the window's papers name (the source's link, or "
+            "a github.com link in the abstract), for the trend; false: only the stars a source reports."),
+    Setting("signals", "github_api", str, "https://api.github.com", "The GitHub REST API's root.", check="url"),
+    Setting("signals", "github_token_env", str, "GITHUB_TOKEN",
+            "Environment variable holding a GitHub token (unset: none; GitHub allows 60 requests an hour "
+            "without one, 5,000 with; never written in this file)."),
+    Setting("signals", "github_budget", int, 50, "Requests to GitHub per day (one per repository).", minimum=0,
+            maximum=100_000),
+    Setting("signals", "citations", str, "",
+            "Where the window's papers' citation counts come from, for the trend: \"openalex\" (by DOI; an arXiv "
+            "paper by arXiv's DOI), or empty: none.", choices=("", "openalex")),
+    Setting("signals", "openalex_api", str, "https://api.openalex.org", "OpenAlex's API root.", check="url"),
+    Setting("signals", "mailto", str, "",
+            "Contact address sent to OpenAlex (its polite pool answers faster; empty: none).", check="email"),
+    Setting("signals", "citations_budget", int, 20,
+            "Requests to OpenAlex per day (50 papers each).", minimum=0, maximum=100_000),
 )
 
 # The fields of one `[[sources]]` entry (an array of tables, so not in SETTINGS).

@@ -26,11 +26,12 @@ from digest.delivery.sender import SendReport
 from digest.errors import UsageError
 from digest.models import Composed, Subscriber
 from digest.schedule import Daemon, Slot, due_slots
-from digest.sources import lookup
+from digest.sources import lookup, signals
 from digest.sources.collect import CollectReport, collect
 from digest.sources.fetch import Fetcher, FetchPolicy
 from digest.sources.ingest import IngestReport
 from digest.sources.lookup import Looked, bare, look_up
+from digest.sources.signals import SignalPolicy, SignalReport
 from digest.store import Queue, Store
 from digest.subscribers.profiles import Problem, is_email
 from digest.subscribers.roster import SyncReport
@@ -51,6 +52,7 @@ class RunReport:
     sends: list[SendReport] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)  # of the subscriber profiles
     summaries: SummaryReport | None = None  # with `[summaries]`: never fails the run, one line in it
+    signals: SignalReport | None = None  # with `[signals]`: never fails the run, one line in it
 
     @property
     def errors(self) -> list[str]:
@@ -71,6 +73,8 @@ class RunReport:
             out += [o.line() for o in self.fetched.outcomes] + [self.fetched.summary()]
         if self.ingested is not None:
             out.append(self.ingested.summary())
+        if self.signals is not None:
+            out.append(self.signals.line())
         if self.summaries is not None:
             out.append(self.summaries.line())
         out += [s.summary() for s in self.sends] or ["nothing due now"]
@@ -107,6 +111,7 @@ def run(app: App, now: datetime, day: date | None = None, *, dry_run: bool = Fal
     report = RunReport()
     with recorded(app.store, "run") as entry:
         report.fetched, report.ingested = fetch(app, day or now.date())
+        report.signals = trend_signals(app, day or now.date())
         report.summaries = summarise(app, day or now.date())
         synced = app.profiles.sync()
         report.problems = synced.problems
@@ -129,6 +134,24 @@ def fetch(app: App, day: date) -> tuple[CollectReport | None, IngestReport | Non
     if report.new_papers:  # analysed here, as an ingest does, not by every send reading them
         app.analysis.papers(report.new_papers)
     return report, None
+
+
+def trend_signals(app: App, day: date) -> SignalReport | None:
+    """GitHub stars and citation counts of the window's papers where `[signals]` asks for them (see
+    `digest.sources.signals`); None without. Whatever fails is the report's one line, never the run's end."""
+    policy = SignalPolicy.of(app.config.signals)
+    if not policy.wanted:
+        return None
+    fetcher = Fetcher(FetchPolicy.of(app.config.fetch))
+    try:
+        return signals.refresh(app.store, policy, app.store.candidates(day, app.config.select.window_days), fetcher,
+                               day)
+    except Exception as exc:  # noqa: BLE001 - the digests go out with the counts the papers had
+        log.warning("trend signals failed", exc_info=True)
+        return SignalReport(problems=[f"an unexpected error ({exc.__class__.__name__}: "
+                                      f"{' '.join(str(exc).split())[:200]})"])
+    finally:
+        fetcher.close()
 
 
 def summarise(app: App, day: date) -> SummaryReport | None:
@@ -258,6 +281,9 @@ def fetch_job(app: App, day: date) -> CollectReport | IngestReport:
         fetched, ingested = fetch(app, day)
         report: CollectReport | IngestReport = fetched or ingested  # type: ignore[assignment]
         entry.lines.append(report.summary())
+        counted = trend_signals(app, day)
+        if counted is not None:
+            entry.lines.append(counted.line())
         made = summarise(app, day)
         if made is not None:
             entry.lines.append(made.line())

@@ -84,6 +84,8 @@ class Paper:
     listed_on: date | None = None
     upvotes: int | None = None
     comments: int | None = None
+    stars: int | None = None  # the GitHub stars of its code repository (`github_url`), where a source or GitHub said
+    citations: int | None = None  # works citing it, where an open scholarly API said (`[signals] citations`)
     url: str | None = None
     categories: tuple[str, ...] = ()
     keywords: tuple[str, ...] = ()

@@ -184,6 +184,16 @@ def dates_line(paper: Paper, day: date) -> str:
     return " · ".join(parts)
 
 
+@lru_cache(maxsize=_CACHE)
+def signal_counts(paper: Paper) -> str:
+    """The trend's counts besides upvotes and comments, where known: "★ 2,000 · 5 citations" (GitHub stars of its
+    code, works citing it)."""
+    parts = [f"★ {paper.stars:,}"] if paper.stars else []
+    if paper.citations:
+        parts.append(f"{paper.citations:,} citation{'s' if paper.citations != 1 else ''}")
+    return " · ".join(parts)
+
+
 def _day(value: date, day: date) -> str:
     """ "3 Jun" in `day`'s year, else "3 Jun 2025"."""
     return format_date(value, "day" if value.year == day.year else "short")
@@ -203,7 +213,7 @@ def age(published: date, day: date) -> str:
 def paper_meta(paper: Paper) -> str:
     """The muted line under a title: authors · published date · upvotes (parts that are known)."""
     upvotes = f"▲ {paper.upvotes}" if paper.upvotes is not None else ""
-    parts = (authors_line(paper), format_date(paper.published), upvotes)
+    parts = (authors_line(paper), format_date(paper.published), upvotes, signal_counts(paper))
     return " · ".join(part for part in parts if part)
 
 
@@ -331,6 +341,7 @@ FILTERS: dict[str, Callable[..., Any]] = {
     "display_title": display_title,
     "tldr": tldr,
     "dates_line": dates_line,
+    "signal_counts": signal_counts,
     "headline": headline,
     "also": also,
     "once": once,
@@ -350,6 +361,6 @@ FILTERS: dict[str, Callable[..., Any]] = {
 def clear_caches() -> None:
     """Forget every memoised formatting result (for benchmarks that want a cold start)."""
     for function in (truncate_words, display_title, authors_line, paper_url, paper_meta, wrap, paper_links, tldr,
-                     dates_line):
+                     dates_line, signal_counts):
         function.cache_clear()
     _ONCE.clear()

@@ -500,11 +500,12 @@ class Pool:
                                                       count=len(self.papers))
         return found
 
-    def boosts(self, day: date, comment_weight: float, half_life: float) -> tuple[np.ndarray, np.ndarray]:
-        """Every paper's trending and recency signal in [0, 1] (the same for every subscriber)."""
-        key = (day, comment_weight, half_life)
+    def boosts(self, day: date, weights: tuple[float, float, float], half_life: float) -> tuple[np.ndarray, np.ndarray]:
+        """Every paper's trend and recency signal in [0, 1] (the same for every subscriber); `weights`: how many
+        upvotes a comment, a GitHub star and a citation count as (`trend`)."""
+        key = (day, weights, half_life)
         if key not in self._boosts:
-            self._boosts[key] = (_trending(self.papers, comment_weight), _recency(self.papers, day, half_life))
+            self._boosts[key] = (trend(self.papers, *weights), _recency(self.papers, day, half_life))
         return self._boosts[key]
 
 
@@ -526,11 +527,30 @@ def _with_pool(corpus: CorpusStats | None, papers: Sequence[Paper], fields: Fiel
     return stats
 
 
-def _trending(papers: Sequence[Paper], comment_weight: float) -> np.ndarray:
-    """log(1 + upvotes + comment_weight × comments), scaled so the pool's most-discussed paper is 1."""
-    engagement = np.array([(p.upvotes or 0) + comment_weight * (p.comments or 0) for p in papers], dtype=float)
-    top = engagement.max(initial=0.0)
-    return np.log1p(engagement) / math.log1p(top) if top > 0 else np.zeros(len(papers))
+UNKNOWN_ATTENTION = 1.0  # what a paper without any reported count counts as, in upvotes (`trend`)
+
+
+def attention(paper: Paper, comment_weight: float, star_weight: float, citation_weight: float) -> float | None:
+    """How much attention the sources report for a paper, in upvotes: upvotes + comment_weight × comments +
+    star_weight × GitHub stars + citation_weight × citations, the counts no source reported left out; None when
+    no source reported any."""
+    counts = (paper.upvotes, paper.comments, paper.stars, paper.citations)
+    if all(c is None for c in counts):
+        return None
+    return sum(w * (c or 0) for w, c in zip((1.0, comment_weight, star_weight, citation_weight), counts, strict=True))
+
+
+def trend(papers: Sequence[Paper], comment_weight: float, star_weight: float, citation_weight: float) -> np.ndarray:
+    """Every paper's trend in [0, 1]: log(1 + attention), scaled so the pool's most-followed paper is 1.
+
+    A paper no source reported any count for (one from an arXiv feed, say, with no signals configured) is not
+    taken for one nobody follows: it counts as a weak signal, UNKNOWN_ATTENTION (one upvote). With no count
+    known in the whole pool every trend is 0."""
+    seen = [attention(p, comment_weight, star_weight, citation_weight) for p in papers]
+    if all(a is None for a in seen):
+        return np.zeros(len(papers))
+    values = np.array([UNKNOWN_ATTENTION if a is None else a for a in seen], dtype=float)
+    return np.log1p(values) / math.log1p(values.max())
 
 
 def _recency(papers: Sequence[Paper], day: date, half_life: float) -> np.ndarray:

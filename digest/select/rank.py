@@ -24,7 +24,9 @@ Without it, logit_i(d) = L_i(d) + log(weight_i). Then, L(d) = max_i logit_i(d):
 
 model(d) is the log-odds of the subscriber's learned model (`learn.py`), when they have clicked: it adds
 to the interests' evidence where they found the paper, and takes the share s where they did not (`scores.blend`).
-trend(d) = log(1 + upvotes + comment_weight × comments), scaled to 1 for the pool's top paper;
+trend(d) = log(1 + upvotes + comment_weight × comments + star_weight × GitHub stars + citation_weight × citations),
+scaled to 1 for the pool's top paper; the counts no source reported count as none, and a paper with no count
+at all counts as one upvote, a weak signal, not none (`pool.trend`);
 recency(d) = 0.5 ** (age in days / recency_half_life_days).
 A paper is eligible when it is not excluded, not already received, not marked *less*, and its
 relevance reaches `min_relevance`. Eligible papers are taken best score first, re-ranked for
@@ -97,14 +99,19 @@ def boost(pool: Pool, day: date, settings: SelectSettings) -> np.ndarray:
 
 def _boost(pool: Pool, day: date, settings: SelectSettings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     memo = pool.index(settings.title_weight).memo
-    key = ("boost", day, settings.upvote_weight, settings.comment_weight, settings.recency_weight,
+    key = ("boost", day, settings.upvote_weight, trend_weights(settings), settings.recency_weight,
            settings.recency_half_life_days)  # (hashing the settings themselves costs more than the lookup)
     found = memo.get(key)
     if found is None:
-        trend, recency = pool.boosts(day, settings.comment_weight, settings.recency_half_life_days)
+        trend, recency = pool.boosts(day, trend_weights(settings), settings.recency_half_life_days)
         found = memo[key] = trend, recency, ((1 + settings.upvote_weight * trend)
                                             * (1 + settings.recency_weight * recency))
     return found  # type: ignore[no-any-return]
+
+
+def trend_weights(settings: SelectSettings) -> tuple[float, float, float]:
+    """How many upvotes a comment, a GitHub star and a citation count as in a paper's trend (`pool.trend`)."""
+    return settings.comment_weight, settings.star_weight, settings.citation_weight
 
 
 def blocked_papers(pool: Pool, subscriber: Subscriber, signals: Signals) -> np.ndarray:
@@ -395,21 +402,28 @@ def _quota_picks(pool: Pool, scores: Scored, order: np.ndarray, ranked: np.ndarr
 
 def _trending(pool: Pool, subscriber: Subscriber, day: date, settings: SelectSettings, blocked: np.ndarray,
               limit: int | None) -> list[Ranked]:
-    """A profile without interests: the most upvoted papers, the boosts breaking ties."""
+    """A profile without interests: the papers of the highest trend, the boosts breaking ties."""
     trend, recency, boost = _boost(pool, day, settings)
     memo = pool.index(settings.title_weight).memo
-    key = ("trending", day, settings.upvote_weight, settings.comment_weight, settings.recency_weight,
+    key = ("trending", day, settings.upvote_weight, trend_weights(settings), settings.recency_weight,
            settings.recency_half_life_days)
     order = memo.get(key)
     if order is None:  # the same order for every trending-only subscriber
-        order = memo[key] = np.array(sorted(range(len(pool)), key=lambda i: (-(pool.papers[i].upvotes or 0),
-                                                                             -boost[i], i)), dtype=np.int64)
+        order = memo[key] = np.array(sorted(range(len(pool)), key=lambda i: (-trend[i], -boost[i], i)),
+                                     dtype=np.int64)
     wanted = limit or subscriber.max_papers
     ranked = order[~blocked[order]][:wanted].tolist()  # (a loop walked past every blocked paper in Python)
     out = []
     for n, i in enumerate(ranked):
         paper = pool.papers[i]
-        reason = f"trending: {paper.upvotes} upvotes" if paper.upvotes else "new today"
-        out.append(Ranked(paper, n + 1, float(paper.upvotes or 0), 0.0, True, TRENDING_SECTION, (reason,),
+        out.append(Ranked(paper, n + 1, float(trend[i]), 0.0, True, TRENDING_SECTION, (trending_reason(paper),),
                           {"trend": round(float(trend[i]), 4), "recency": round(float(recency[i]), 4)}))
     return out
+
+
+def trending_reason(paper: Paper) -> str:
+    """Why a paper is trending, in the counts its sources reported ("trending: 103 upvotes, 251 GitHub stars")."""
+    counts = [(paper.upvotes, "upvote"), (paper.stars, "GitHub star"),
+              (paper.citations, "citation")]
+    said = [f"{n:,} {what}{'s' if n != 1 else ''}" for n, what in counts if n]
+    return "trending: " + ", ".join(said) if said else "new today"

@@ -54,6 +54,8 @@ class SelectSettings:
     title_weight: float = 3.0
     upvote_weight: float = 0.5
     comment_weight: float = 2.0
+    star_weight: float = 0.2
+    citation_weight: float = 1.0
     recency_weight: float = 0.3
     recency_half_life_days: float = 30.0
     description_weight: float = 0.3

@@ -77,10 +77,10 @@ class Fetcher:
         self.client.close()
 
     def get(self, url: str, *, accept: tuple[str, ...], have: Validators = Validators(),
-            limit: int | None = None) -> Fetched:
+            limit: int | None = None, headers: dict[str, str] | None = None) -> Fetched:
         """The body at `url` if its content type starts with one of `accept` (and it is at most `limit` bytes once
-        decompressed); FetchError when it cannot be had."""
-        headers = {"Accept": ", ".join(accept) + ", */*;q=0.1"}
+        decompressed); FetchError when it cannot be had. `headers` are sent besides the client's own."""
+        headers = (headers or {}) | {"Accept": ", ".join(accept) + ", */*;q=0.1"}
         if have.etag:
             headers["If-None-Match"] = have.etag
         if have.last_modified:

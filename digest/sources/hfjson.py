@@ -97,6 +97,7 @@ def paper_of_row(row: object, *, seen_on: date) -> Paper:
         keywords=strings(paper.get("ai_keywords")),
         summary=text_or_none(paper.get("ai_summary")),
         github_url=text_or_none(paper.get("githubRepo")),
+        stars=count(paper.get("githubStars"), "githubStars") if paper.get("githubRepo") else None,
         project_url=text_or_none(paper.get("projectPage")),
         version=version,
     ))

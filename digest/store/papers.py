@@ -57,9 +57,14 @@ def _merge(old: Paper, new: Paper) -> Paper:
         changes.pop("published", None)
     if old.listed_on and new.listed_on and new.listed_on < old.listed_on:
         changes.pop("listed_on", None)
-    if not newer and new.upvotes is not None and old.upvotes is not None:
-        changes["upvotes"] = max(new.upvotes, old.upvotes)
+    for name in _COUNTS:  # counts of attention only go up (an older sighting reports fewer)
+        value, current = getattr(new, name), getattr(old, name)
+        if not newer and value is not None and current is not None:
+            changes[name] = max(value, current)
     return replace(old, **changes)
+
+
+_COUNTS = ("upvotes", "stars", "citations")
 
 
 _IDS = ("arxiv_id", "doi")
@@ -225,6 +230,23 @@ class PaperStore(Base):
             return False
         observed[(row_id, day)] = paper.upvotes
         return True
+
+    def put_signals(self, counts: dict[int, dict[str, int | None]]) -> int:
+        """Set papers' trend counts as a service reported them today (`{store id: {"stars": n, "citations": m}}`,
+        only those two names): what the service says replaces what was kept. The number of papers changed."""
+        changed = 0
+        ids = sorted(counts)
+        with self.write() as conn:
+            rows = self._stored(conn, ids)
+            for row_id in ids:
+                old = rows.get(row_id)
+                if old is None:
+                    continue
+                new = replace(old, **{k: v for k, v in counts[row_id].items() if k in ("stars", "citations")})
+                if new != old:
+                    conn.execute(papers.update().where(papers.c.id == row_id).values(**self._values(new)))
+                    changed += 1
+        return changed
 
     def candidates(self, day: date, window_days: int) -> list[Paper]:
         """Papers new on `day`: first seen in the store within the window ending that day."""

@@ -32,14 +32,15 @@ def pages(make_config):
 
 @pytest.mark.slow
 def test_gpu_cuda_llm_profile_gets_the_kernel_papers(pages):
-    """The five-keyword GPU/CUDA/LLM profile gets a full digest of the seed pages led by a CUDA/LLM kernel paper,
-    and every kernel paper passes the floor at relevance 0.8 or more (the old BM25 floor of 12 gave it none); the
-    rest of the digest is GPU papers of other kinds, which the profile's words also ask for."""
+    """The five-keyword GPU/CUDA/LLM profile gets a full digest of the seed pages with a CUDA/LLM kernel paper
+    among its first two (the papers at its top are all sure matches, ordered by their trend), and every kernel paper
+    passes the floor at relevance 0.8 or more (the old BM25 floor of 12 gave it none); the rest of the digest is
+    GPU papers of other kinds, which the profile's words also ask for."""
     app = pages
     digest = app.composer.compose(GPU, DAY, app.composer.pool(DAY)).digest
     titles = [item.paper.title for item in digest.items]
     assert len(titles) == 10
-    assert titles[0].startswith(KERNEL_PAPERS)
+    assert any(title.startswith(KERNEL_PAPERS) for title in titles[:2])
     ranked = app.composer.rank(GPU, DAY, limit=500)  # every paper of the day: the claim is the floor, not a place
     kernels = [r for r in ranked if r.paper.title.startswith(KERNEL_PAPERS)]
     assert len(kernels) == len(KERNEL_PAPERS) and all(r.passes_floor and r.relevance >= 0.8 for r in kernels)
