@@ -134,9 +134,9 @@ def test_a_hostile_record_is_refused_in_one_line_and_the_good_ones_go_in(name):
 
 @pytest.mark.slow
 def test_ingest_of_hostile_files_beside_the_seeds_stores_every_good_paper_and_exits_1(tmp_path):
-    """`digest ingest` of the seeds and every hostile file: the 197 seed papers and the 20 good records are stored,
-    one `error:` line per bad record or file, no traceback, exit 1 (docs/commands.md); the seed abstract that a
-    later NUL-laden record named is the clean one still."""
+    """`digest ingest` of the seeds and every hostile file: the 227 seed papers (197 of the pages, 30 of the API
+    day) and the 20 good records are stored, one `error:` line per bad record or file, no traceback, exit 1
+    (docs/commands.md); the seed abstract that a later NUL-laden record named is the clean one still."""
     site = sample_site(tmp_path, "[select]\ntext_model = false\n")
     result = digest(site, "ingest", "--date", "2026-06-12", str(SEEDS), str(HOSTILE))
     assert result.returncode == 1 and "Traceback" not in result.stderr
@@ -145,7 +145,7 @@ def test_ingest_of_hostile_files_beside_the_seeds_stores_every_good_paper_and_ex
     with sqlite3.connect(site / "digest.db") as db:
         titles = {title for (title,) in db.execute("SELECT title FROM papers")}
         (abstract,) = db.execute("SELECT abstract FROM papers WHERE title = ?", (SEED_TITLE,)).fetchone()
-    assert len(titles) == 197 + 20 and {t for good, _ in CASES.values() for t in good} <= titles
+    assert len(titles) == 197 + 30 + 20 and {t for good, _ in CASES.values() for t in good} <= titles
     assert abstract.startswith("The label scarcity problem is the main challenge") and not NOT_TEXT.search(abstract)
 
 
