@@ -89,7 +89,8 @@ class Paper:
     url: str | None = None
     categories: tuple[str, ...] = ()
     keywords: tuple[str, ...] = ()
-    summary: str | None = None
+    summary: str | None = None  # the source's own one-line summary (the Daily Papers API's AI one, the authors')
+    summary_by: str | None = None  # who wrote `summary`: None for a model (the source's AI), "authors" for its authors
     github_url: str | None = None
     project_url: str | None = None
     doi: str | None = None  # lower-case, no https://doi.org/ (clean_doi)

@@ -149,10 +149,10 @@ SUMMARY_CHARS = 1000  # the most of a model's summary shown (summaries.max_chars
 
 @lru_cache(maxsize=_CACHE)
 def tldr(paper: Paper, made: str | None = None) -> tuple[str, str]:
-    """(label, text): the source's one-line AI summary, else the summary a model made of it (`[summaries]`, passed
-    in as `made`), else a sentence quoted from the abstract ("" when none)."""
+    """(label, text): the source's one-line summary (an AI's, or the authors' own), else the summary a model made of
+    it (`[summaries]`, passed in as `made`), else a sentence quoted from the abstract ("" when none)."""
     if paper.summary:
-        return "TL;DR (AI summary)", truncate_words(paper.summary, TLDR_CHARS)
+        return summary_label(paper), truncate_words(paper.summary, TLDR_CHARS)
     if made and one_line(made, SUMMARY_CHARS).strip():
         return "TL;DR (AI summary)", one_line(made, SUMMARY_CHARS).strip()
     sentences = [s for s in _SENTENCE_END.split(" ".join(paper.abstract.split())) if s]
@@ -160,6 +160,11 @@ def tldr(paper: Paper, made: str | None = None) -> tuple[str, str]:
         return "", ""
     chosen = max(sentences, key=lambda s: _weight(s) - sentences.index(s) * 0.01)  # ties: the earlier one
     return "From the abstract", truncate_words(chosen, TLDR_CHARS)
+
+
+def summary_label(paper: Paper) -> str:
+    """What a source's summary is called: "TL;DR (authors)" when the authors wrote it, else "TL;DR (AI summary)"."""
+    return "TL;DR (authors)" if paper.summary_by == "authors" else "TL;DR (AI summary)"
 
 
 def _weight(sentence: str) -> float:

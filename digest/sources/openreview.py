@@ -20,7 +20,8 @@ is the day it was accepted (`pdate`), else the day it became public (`odate`), e
 note that cannot be read is refused naming its number in the walk and its id; a page that is not a notes response
 fails the whole source.
 
-The authors' own `TLDR` is not kept: a paper's `summary` is shown to readers as an AI summary.
+The authors' own `TLDR` is the paper's summary, shown to readers as "TL;DR (authors)" (`Paper.summary_by`); a model
+is not asked for one.
 """
 
 from __future__ import annotations
@@ -170,6 +171,7 @@ def paper_of(note: object, *, seen_on: date) -> Paper:
         raise BadRecord("no abstract")
     authors = _names(content, "authors")
     area = collapse(_text(content, "primary_area") or "")
+    tldr = collapse(_text(content, "TLDR") or "")
     return checked(Paper(
         title=title,
         abstract=abstract,
@@ -180,6 +182,8 @@ def paper_of(note: object, *, seen_on: date) -> Paper:
         url=FORUM_URL.format(forum),
         categories=(area,) if area else (),
         keywords=_names(content, "keywords", split=True),
+        summary=tldr or None,
+        summary_by="authors" if tldr else None,
     ))
 
 

@@ -57,6 +57,10 @@ def _merge(old: Paper, new: Paper) -> Paper:
         changes.pop("published", None)
     if old.listed_on and new.listed_on and new.listed_on < old.listed_on:
         changes.pop("listed_on", None)
+    if "summary" in changes:  # who wrote a summary goes with it
+        changes["summary_by"] = new.summary_by
+    else:
+        changes.pop("summary_by", None)
     for name in _COUNTS:  # counts of attention only go up (an older sighting reports fewer)
         value, current = getattr(new, name), getattr(old, name)
         if not newer and value is not None and current is not None:

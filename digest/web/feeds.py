@@ -34,7 +34,7 @@ from flask import Blueprint, Response, abort, request
 
 from digest import summaries
 from digest.models import Paper
-from digest.render.filters import display_title, format_date, paper_url, truncate_words
+from digest.render.filters import display_title, format_date, paper_url, summary_label, truncate_words
 from digest.tokens import BadToken
 from digest.web.common import current, page
 from digest.web.public import _links, _token, mailed
@@ -141,10 +141,11 @@ def atom(entries: Sequence[tuple[date, Paper]], *, feed_id: uuid.UUID, updated: 
 
 
 def _summary(paper: Paper, day: date, made: str | None = None) -> str:
-    """The source's AI summary (else the one a model `made`), the abstract (cut at SUMMARY_CHARS), and the digest
+    """The source's summary (else the one a model `made`), the abstract (cut at SUMMARY_CHARS), and the digest
     that carried the paper."""
     tldr = paper.summary or made
-    parts = [f"TL;DR (AI summary): {_line(tldr, SUMMARY_CHARS)}"] if tldr else []
+    label = summary_label(paper) if paper.summary else "TL;DR (AI summary)"
+    parts = [f"{label}: {_line(tldr, SUMMARY_CHARS)}"] if tldr else []
     return "\n\n".join([*parts, _line(paper.abstract, SUMMARY_CHARS), f"In your digest of {format_date(day, 'long')}."])
 
 

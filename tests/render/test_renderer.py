@@ -96,6 +96,19 @@ def test_arxiv_papers_link_abstract_pdf_code_project_and_discussion(renderer):
         assert url in out.text
 
 
+def test_an_authors_tldr_is_labelled_as_theirs_in_the_email_and_the_feed(renderer):
+    """A summary the authors wrote (an OpenReview TL;DR) says so, in both parts and the reader's feed; never "AI"."""
+    from digest.web.feeds import _summary
+
+    theirs = paper(1, summary="We fuse attention kernels.", summary_by="authors")
+    out = renderer.render(digest_of(theirs), NEWS, LINKS)
+    card = BeautifulSoup(out.html, "html.parser").find("td", class_="card").get_text(" ", strip=True)
+    assert "TL;DR (authors): We fuse attention kernels." in card and "AI summary" not in out.html
+    assert "TL;DR (authors): We fuse attention kernels." in " ".join(out.text.split())
+    assert _summary(theirs, DAY).startswith("TL;DR (authors): We fuse attention kernels.")
+    assert _summary(replace(theirs, summary_by=None), DAY).startswith("TL;DR (AI summary): ")
+
+
 def test_a_summary_is_a_labelled_tldr_and_authors_are_named(renderer):
     """The source's one-line summary shows as a TL;DR labelled as AI-written (in place of the abstract, which the
     title links to); authors by name: the first three and "et al." past them."""

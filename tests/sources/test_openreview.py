@@ -56,9 +56,12 @@ def test_a_venue_is_walked_page_by_page_and_each_note_is_one_paper(store):
     assert real.keywords == ("China AI Governance", "Emergency Response", "Catastrophic AI Risks",
                              "Frontier Safety Policy")
     assert real.published == date(2025, 9, 23) and real.categories == ()  # pdate; the workshop has no area
-    assert real.summary is None and real.arxiv_id is None and real.doi is None
+    assert real.summary == ("Conceptualizing and recommending emergency management measures for catastrophic AI "
+                            "risks in China.") and real.summary_by == "authors"  # the authors' TL;DR, as theirs
+    assert real.arxiv_id is None and real.doi is None
     assert "Frontier Safety Policies (FSPs)" in real.abstract
     private = papers["https://openreview.net/forum?id=Rk8VbN2cQa"]
+    assert (private.summary, private.summary_by) == (None, None)  # no TLDR: a model may summarise it
     assert "ϵ-differential privacy with ϵ = 1" in private.abstract  # LaTeX made plain text
     assert store.last_fetch("regml").url == server.url(page(0))
 

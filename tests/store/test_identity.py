@@ -287,3 +287,20 @@ def test_a_reader_gets_each_paper_once_whatever_source_or_version_brings_it_agai
     rosalind, yann = " ".join(digests["rosalind@example.org"]), " ".join(digests["yann@example.org"])
     assert ESM_V1 in rosalind and PROTTRANS in rosalind and RESNET in yann
     app.close()
+
+
+def test_who_wrote_a_summary_goes_with_the_summary(store):
+    """The Daily Papers API's AI summary seen first, then the same paper from OpenReview with its authors' TL;DR: the
+    summary kept is the AI's, still labelled as the AI's (the TL;DR's author does not cling to it); a paper first
+    seen with the authors' TL;DR keeps both together."""
+    ai = Paper("Sparse attention at scale", "Abstract.", arxiv_id="2606.13392", summary="An AI's line.")
+    theirs = Paper("Sparse attention at scale", "Abstract.", summary="The authors' line.", summary_by="authors")
+    store.add_papers([ai], seen_on=date(2026, 6, 12))
+    store.add_papers([theirs], seen_on=date(2026, 6, 12))
+    [kept] = store.all_papers()
+    assert (kept.summary, kept.summary_by) == ("An AI's line.", None)
+    other = Paper("Another paper", "Abstract.", summary="Theirs.", summary_by="authors")
+    store.add_papers([other], seen_on=date(2026, 6, 12))
+    store.add_papers([replace(other, summary=None, summary_by=None)], seen_on=date(2026, 6, 12))
+    assert {(p.summary, p.summary_by) for p in store.all_papers() if p.title == "Another paper"} == \
+        {("Theirs.", "authors")}
