@@ -249,6 +249,24 @@ def sources(config: Config) -> list[Finding]:
                     "(docs/configuration.md, section \"Sources\")")]
 
 
+GITHUB_ANONYMOUS = 60  # requests an hour GitHub's API allows an address without a token
+
+
+def signals(config: Config, environ: Mapping[str, str]) -> list[Finding]:
+    """GitHub's stars asked without a token, more a day than GitHub answers an address in an hour: past the 60th
+    request GitHub refuses them (403) and the rest of the day's repositories keep the stars they had."""
+    settings = config.signals
+    if not settings.github or settings.github_budget <= GITHUB_ANONYMOUS:
+        return []
+    if settings.github_token_env and environ.get(settings.github_token_env):
+        return []
+    where = f"${settings.github_token_env}" if settings.github_token_env else "no signals.github_token_env"
+    return [Finding("signals.github", f"asks GitHub for up to {settings.github_budget} repositories a day with no "
+                    f"token ({where} is empty): GitHub answers {GITHUB_ANONYMOUS} requests an hour without one, so "
+                    "the rest fail that day", f"put a GitHub token in ${settings.github_token_env or 'GITHUB_TOKEN'} "
+                    f"(and signals.github_token_env), or lower signals.github_budget to {GITHUB_ANONYMOUS}")]
+
+
 def readers(store: Any) -> list[Finding]:
     """The sample's readers (reserved example domains) still among the subscribers: their digests go nowhere."""
     count, first = store.subscribers_on([*EXAMPLE_DOMAINS, *RESERVED_TLDS])
@@ -264,7 +282,7 @@ def readers(store: Any) -> list[Finding]:
 def check(config: Config, environ: Mapping[str, str], serve: Serve) -> list[Finding]:
     """Everything not ready for real readers, the identity first."""
     return [*identity(config), *secret(config, environ), *dkim(config, environ), *served(config, serve),
-            *sources(config)]
+            *sources(config), *signals(config, environ)]
 
 
 def smtp_gate(config: Config, environ: Mapping[str, str], *, allow_placeholder: bool,

@@ -310,3 +310,20 @@ def test_check_and_status_say_the_papers_come_from_the_sample_until_sources_are_
     assert printed("status").split("Sources (last fetch):\n")[1].split("\n\n")[0] == \
         f"  {'inbox':<24} not fetched yet"
     assert not launch.sources(load_config(site / "digest.toml"))
+
+
+@pytest.mark.parametrize(("signals", "environ", "named"), [
+    ({"github": True, "github_budget": 200}, {}, True),
+    ({"github": True, "github_budget": 200}, {"GITHUB_TOKEN": "ghp_x"}, False),
+    ({"github": True, "github_budget": 200, "github_token_env": "GH"}, {"GITHUB_TOKEN": "ghp_x"}, True),
+    ({"github": True, "github_budget": 60}, {}, False),
+    ({"github": False, "github_budget": 200}, {}, False),
+])
+def test_check_names_github_stars_asked_without_a_token_past_githubs_hourly_limit(tmp_path, signals, environ, named):
+    """`[signals] github` with a budget over GitHub's 60 anonymous requests an hour and no token in the variable it
+    names is not ready (the fix says both ways out); with a token, or a budget GitHub answers, it is."""
+    config = build_config({"signals": signals}, base=tmp_path)
+    found = [f for f in launch.check(config, environ, launch.Serve()) if f.setting == "signals.github"]
+    assert bool(found) == named
+    if named:
+        assert "60 requests an hour" in found[0].problem and "lower signals.github_budget to 60" in found[0].fix
