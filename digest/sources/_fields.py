@@ -51,6 +51,34 @@ class SourceError(Exception):
         self.reason = reason
 
 
+class PageError(SourceError):
+    """A page of a paged API's walk is not the response it should be: the whole source fails, naming the page's
+    URL."""
+
+    def __init__(self, source: str, url: str, reason: str) -> None:
+        super().__init__(source, reason)
+        self.url = url
+
+
+def page_text(body: bytes, source: str, url: str) -> str:
+    """A page's body as text; PageError when it is not UTF-8 (JSON is)."""
+    try:
+        return body.removeprefix(b"\xef\xbb\xbf").decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise PageError(source, url, f"not UTF-8 (byte {body[error.start]:#04x} at offset {error.start:,}); nothing "
+                                     "from it was stored") from None
+
+
+def json_kind(value: object) -> str:
+    """What a JSON value is, as an error says it: 'a list', 'a number', 'null'."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true or false"
+    names = {dict: "an object", list: "a list", str: "text", int: "a number", float: "a number"}
+    return names.get(type(value), "a number")
+
+
 def checked(paper: Paper) -> Paper:
     """`paper` when every text of it is within its limit and is text, its abstract and summary with LaTeX markup
     made plain text (`latex.plain`); BadRecord naming the field otherwise.

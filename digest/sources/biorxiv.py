@@ -28,11 +28,13 @@ from digest.models import Paper, ParseResult
 from digest.numbers import whole
 from digest.sources._fields import (
     BadRecord,
+    PageError,
     Reading,
-    SourceError,
     checked,
     collapse,
     iso_date,
+    json_kind,
+    page_text,
     require_title,
     shown,
 )
@@ -55,13 +57,6 @@ _DOI = re.compile(r"10\.\d{4,9}/[^\s/][^\s]{0,199}")
 _NO_POSTS = "no posts found"
 JSON_TYPES = ("application/json",)
 
-
-class PageError(SourceError):
-    """A page of the walk is not a details response: the whole source fails, naming the page's URL."""
-
-    def __init__(self, source: str, url: str, reason: str) -> None:
-        super().__init__(source, reason)
-        self.url = url
 
 
 @dataclass(frozen=True)
@@ -92,7 +87,7 @@ def walk(spec: SourceSpec, day: date, fetcher: Fetcher, *, limit: int) -> tuple[
         url = details_url(spec, day, cursor)
         fetched = fetcher.get(url, accept=JSON_TYPES, limit=limit)
         attempts += fetched.attempts
-        page = read_page(_text(fetched.body, spec.label, url), spec.label, seen_on=day, server=spec.kind,
+        page = read_page(page_text(fetched.body, spec.label, url), spec.label, seen_on=day, server=spec.kind,
                          wanted=wanted, start=cursor, url=url)
         reading.papers.extend(page.parsed.papers)
         reading.errors.extend(page.parsed.errors)
@@ -131,7 +126,7 @@ def read_page(text: str, source: str, *, seen_on: date, server: str = BIORXIV, w
                                        "nothing from it was stored") from None
     if not isinstance(data, dict):
         raise PageError(source, where, f"expected a details response (an object with 'messages' and 'collection'), "
-                                       f"found {_kind(data)}; nothing from it was stored")
+                                       f"found {json_kind(data)}; nothing from it was stored")
     message = _message(data.get("messages"))
     status = message.get("status")
     collection = data.get("collection")
@@ -140,8 +135,8 @@ def read_page(text: str, source: str, *, seen_on: date, server: str = BIORXIV, w
     if status != "ok":
         raise PageError(source, where, f"the API's status is {shown(status)}, not 'ok'; nothing from it was stored")
     if not isinstance(collection, list):
-        raise PageError(source, where, f"'collection' is {_kind(collection)}, not a list of records; nothing from it "
-                                       "was stored")
+        raise PageError(source, where, f"'collection' is {json_kind(collection)}, not a list of records; nothing "
+                                       "from it was stored")
     reading = Reading(source)
     for number, record in enumerate(collection, start=start + 1):
         if wanted and not _wanted(record, wanted):
@@ -158,7 +153,7 @@ def paper_of(record: object, *, seen_on: date, server: str = BIORXIV) -> Paper:
     """The Paper of one details record; BadRecord when it is not an object, lacks a DOI, title or abstract, or
     holds a field of the wrong type."""
     if not isinstance(record, dict):
-        raise BadRecord(f"expected an object, found {_kind(record)}")
+        raise BadRecord(f"expected an object, found {json_kind(record)}")
     doi = _doi(record.get("doi"))
     version = _version(record.get("version"))
     abstract = collapse(_text_field(record, "abstract") or "")
@@ -209,14 +204,6 @@ def _wanted(record: object, wanted: frozenset[str]) -> bool:
     return folded(record["category"]) in wanted
 
 
-def _text(body: bytes, source: str, url: str) -> str:
-    """A page's body as text; PageError when it is not UTF-8 (JSON is)."""
-    try:
-        return body.removeprefix(b"\xef\xbb\xbf").decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise PageError(source, url, f"not UTF-8 (byte {body[error.start]:#04x} at offset {error.start:,}); nothing "
-                                     "from it was stored") from None
-
 
 def _message(messages: object) -> dict[str, Any]:
     """The first object of 'messages' (where the API says how the page went), else {}."""
@@ -248,7 +235,7 @@ def _text_field(record: dict[str, Any], name: str) -> str | None:
     value = record.get(name)
     if value is None or isinstance(value, str):
         return value
-    raise BadRecord(f"{name} is {_kind(value)}, not text")
+    raise BadRecord(f"{name} is {json_kind(value)}, not text")
 
 
 def _authors(line: str) -> tuple[str, ...]:
@@ -265,15 +252,6 @@ def _authors(line: str) -> tuple[str, ...]:
 def _is_count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
-
-def _kind(value: object) -> str:
-    """What a JSON value is, as an error says it: 'a list', 'a number', 'null'."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true or false"
-    names = {dict: "an object", list: "a list", str: "text", int: "a number", float: "a number"}
-    return names.get(type(value), f"a number ({value!r})")
 
 
 def _doi_shown(record: object) -> str:

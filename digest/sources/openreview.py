@@ -34,7 +34,17 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from digest.models import Paper, ParseResult
-from digest.sources._fields import BadRecord, Reading, SourceError, checked, collapse, require_title, shown
+from digest.sources._fields import (
+    BadRecord,
+    PageError,
+    Reading,
+    checked,
+    collapse,
+    json_kind,
+    page_text,
+    require_title,
+    shown,
+)
 from digest.sources._json import loads
 
 if TYPE_CHECKING:
@@ -55,13 +65,6 @@ _DATES = ("pdate", "odate", "cdate")  # accepted, made public, posted: the first
 _MAX_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 _LISTS = re.compile(r"[,;]")
 
-
-class PageError(SourceError):
-    """A page of the walk is not a notes response: the whole source fails, naming the page's URL."""
-
-    def __init__(self, source: str, url: str, reason: str) -> None:
-        super().__init__(source, reason)
-        self.url = url
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,7 @@ def walk(spec: SourceSpec, day: date, fetcher: Fetcher, *, limit: int) -> tuple[
         url = notes_url(spec, offset)
         fetched = fetcher.get(url, accept=JSON_TYPES, limit=limit)
         attempts += fetched.attempts
-        page = read_page(_body_text(fetched.body, spec.label, url), reading, seen_on=day, start=offset, url=url)
+        page = read_page(page_text(fetched.body, spec.label, url), reading, seen_on=day, start=offset, url=url)
         offset += page.notes
         if page.last(offset):
             break
@@ -157,14 +160,14 @@ def paper_of(note: object, *, seen_on: date) -> Paper:
     """The Paper of one note; BadRecord when it is not an object, is not a submission, lacks an id, title or
     abstract, or holds a field of the wrong type."""
     if not isinstance(note, dict):
-        raise BadRecord(f"expected an object, found {_kind(note)}")
+        raise BadRecord(f"expected an object, found {json_kind(note)}")
     note_id = _note_id(note.get("id"), "id")
     forum = note_id if note.get("forum") in (None, "") else _note_id(note.get("forum"), "forum")
     if forum != note_id:
         raise BadRecord(f"a reply in forum {forum}, not a submission")
     content = note.get("content")
     if not isinstance(content, dict):
-        raise BadRecord("no content" if content is None else f"content is {_kind(content)}, not an object")
+        raise BadRecord("no content" if content is None else f"content is {json_kind(content)}, not an object")
     title = require_title(_text(content, "title"))
     abstract = collapse(_text(content, "abstract") or "")
     if not abstract:
@@ -200,7 +203,7 @@ def _value(content: dict[str, object], name: str) -> object:
     if field is None:
         return None
     if not isinstance(field, dict):
-        raise BadRecord(f"content.{name} is {_kind(field)}, not an object holding its value (API v2)")
+        raise BadRecord(f"content.{name} is {json_kind(field)}, not an object holding its value (API v2)")
     return field.get("value")
 
 
@@ -208,7 +211,7 @@ def _text(content: dict[str, object], name: str) -> str | None:
     value = _value(content, name)
     if value is None or isinstance(value, str):
         return value
-    raise BadRecord(f"content.{name} is {_kind(value)}, not text")
+    raise BadRecord(f"content.{name} is {json_kind(value)}, not text")
 
 
 def _names(content: dict[str, object], name: str, *, split: bool = False) -> tuple[str, ...]:
@@ -220,11 +223,11 @@ def _names(content: dict[str, object], name: str, *, split: bool = False) -> tup
     if split and isinstance(value, str):
         value = _LISTS.split(value)
     if not isinstance(value, list):
-        raise BadRecord(f"content.{name} is {_kind(value)}, not a list of names")
+        raise BadRecord(f"content.{name} is {json_kind(value)}, not a list of names")
     names = []
     for number, item in enumerate(value, start=1):
         if not isinstance(item, str):
-            raise BadRecord(f"content.{name} item {number} is {_kind(item)}, not text")
+            raise BadRecord(f"content.{name} item {number} is {json_kind(item)}, not text")
         if collapse(item):
             names.append(collapse(item))
     return tuple(names)
@@ -253,36 +256,19 @@ def _note_id(value: object, name: str) -> str:
 def _not_notes(data: object) -> str:
     """Why parsed JSON is not a notes response, naming the API's error where it sent one."""
     if not isinstance(data, dict):
-        return f"expected a notes response (an object with a 'notes' list), found {_kind(data)}"
+        return f"expected a notes response (an object with a 'notes' list), found {json_kind(data)}"
     name, message = data.get("name"), data.get("message")
     if isinstance(name, str) and isinstance(message, str):
         return f"the API answered {shown(name)}: {shown(message, 200)}"
     if "notes" not in data:
         return "expected a notes response, found an object without 'notes'"
-    return f"'notes' is {_kind(data['notes'])}, not a list of notes"
+    return f"'notes' is {json_kind(data['notes'])}, not a list of notes"
 
-
-def _body_text(body: bytes, source: str, url: str) -> str:
-    """A page's body as text; PageError when it is not UTF-8 (JSON is)."""
-    try:
-        return body.removeprefix(b"\xef\xbb\xbf").decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise PageError(source, url, f"not UTF-8 (byte {body[error.start]:#04x} at offset {error.start:,}); nothing "
-                                     "from it was stored") from None
 
 
 def _is_count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
-
-def _kind(value: object) -> str:
-    """What a JSON value is, as an error says it: 'a list', 'a number', 'null'."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true or false"
-    names = {dict: "an object", list: "a list", str: "text", int: "a number", float: "a number"}
-    return names.get(type(value), "a number")
 
 
 def _id_shown(note: object) -> str:
