@@ -105,3 +105,27 @@ def test_reasons_name_only_the_counts_reported():
     assert trending_reason(paper(1, "a", upvotes=1)) == "trending: 1 upvote"
     assert trending_reason(paper(1, "a", stars=1, citations=2)) == "trending: 1 GitHub star, 2 citations"
     assert trending_reason(paper(1, "a", upvotes=0)) == "new today"
+
+
+
+@pytest.mark.slow
+def test_trending_again_is_ordered_by_the_trend_too(make_config):
+    """The real Daily Papers day two months on, every paper old: the reader without interests gets them under
+    "Trending again" in the order of their trend, MiniMax Sparse Attention (103 upvotes, 251 stars) before EvoArena
+    (118 upvotes, 9 stars)."""
+    from datetime import timedelta
+
+    from digest.app import App
+    from digest.select.ages import AGAIN_SECTION
+
+    from ..conftest import FIXTURES
+
+    later = DAY + timedelta(days=60)
+    app = App(make_config(select={"max_age_days": 30, "trending_again": 3}))
+    app.ingest([FIXTURES / "hf_daily_papers_2026-06-12.json"], seen_on=later)
+    reader = app.profiles.roster().find("katherine@example.org")
+    digest = app.composer.compose(reader, later, app.composer.pool(later)).digest
+    app.close()
+    assert [s.name for s in digest.sections] == [AGAIN_SECTION]
+    assert [i.paper.title[:24] for i in digest.sections[0].items] == [
+        "MiniMax Sparse Attention", "EvoArena: Tracking Memor", "Robust-U1: Can MLLMs Sel"]
