@@ -546,3 +546,34 @@ def test_openreview_notes_with_hostile_values_leave_the_others_in(changes, conte
     assert len(result.errors) <= 1 and all(e.reason.startswith(f"record {at + 1}") for e in result.errors)
     urls = {p.url for p in result.papers}
     assert {f"https://openreview.net/forum?id={n['id']}" for n in notes} <= urls
+
+
+OPENALEX_ANSWER = json.loads((Path(__file__).parent / "fixtures" / "signals" / "openalex_works.json")
+                             .read_text("utf-8"))
+WORK_FIELDS = ("doi", "cited_by_count", "id", "results", "meta")
+
+
+@cases("trend signal answers with hostile values", 600)
+@given(st.dictionaries(st.sampled_from(WORK_FIELDS), VALUES, max_size=3), st.integers(0, 3),
+       st.dictionaries(st.sampled_from(("stargazers_count", "full_name", "owner")), VALUES, min_size=1, max_size=2))
+def test_signal_answers_with_hostile_values_leave_the_others_counted(work, at, repo):
+    """An OpenAlex answer with one work's fields replaced by any values (at any place among the others): the
+    untouched works are still counted and the odd one is counted or skipped, never an error beyond one line; a
+    GitHub answer with any values is a count or one line naming its URL."""
+    from digest.errors import FetchError
+    from digest.sources.signals import read_citations, read_stars
+
+    answer = json.loads(json.dumps(OPENALEX_ANSWER))
+    works = answer["results"]
+    answer["results"] = works[:at] + [{**works[0], **work}] + works[at:]
+    found = read_citations(json.dumps(answer, allow_nan=True).encode(), "https://api.openalex.org/works")
+    expected = {w["doi"].removeprefix("https://doi.org/"): w["cited_by_count"] for w in works[1:]}
+    assert all(found.get(doi) == n for doi, n in expected.items()), found
+    body = json.dumps({"full_name": "a/b", "stargazers_count": 3, **repo}, allow_nan=True).encode()
+    try:
+        stars = read_stars(body, "https://api.github.com/repos/a/b")
+    except FetchError as error:
+        one_line(error)
+        assert str(error).startswith("https://api.github.com/repos/a/b: ")
+    else:
+        assert isinstance(stars, int) and 0 <= stars <= 10**12

@@ -181,8 +181,12 @@ def _stars(fetcher: Fetcher, api: str, repo: str, headers: dict[str, str]) -> in
         if exc.reason.startswith(("HTTP 404", "HTTP 410", "HTTP 451")):
             return None
         raise
-    data = _object(body, url)
-    return _count(data.get("stargazers_count"), url, "stargazers_count")
+    return read_stars(body, url)
+
+
+def read_stars(body: bytes, url: str) -> int:
+    """A "Get a repository" answer's `stargazers_count`; FetchError naming `url` when the body is not one."""
+    return _count(_object(body, url).get("stargazers_count"), url, "stargazers_count") or 0
 
 
 def _openalex(store: Store, policy: SignalPolicy, papers: Sequence[Paper], fetcher: Fetcher, day: date,
@@ -228,7 +232,13 @@ def _cited_by(fetcher: Fetcher, policy: SignalPolicy, dois: Sequence[str]) -> di
     if policy.mailto:
         query["mailto"] = policy.mailto
     url = f"{policy.openalex_api}/works?{urlencode(query, safe=':|/')}"
-    data = _object(fetcher.get(url, accept=("application/json",), limit=MAX_BODY).body, url)
+    return read_citations(fetcher.get(url, accept=("application/json",), limit=MAX_BODY).body, url)
+
+
+def read_citations(body: bytes, url: str) -> dict[str, int]:
+    """The `cited_by_count` of each work of an OpenAlex list answer, by its DOI (lower-case, no resolver); a work
+    without a DOI or a count is skipped. FetchError naming `url` when the body is not a list answer."""
+    data = _object(body, url)
     results = data.get("results")
     if not isinstance(results, list):
         raise FetchError(url, "not an OpenAlex list: no 'results' list")
