@@ -319,6 +319,9 @@ SETTINGS: tuple[Setting, ...] = (
             "Contact address sent to OpenAlex (its polite pool answers faster; empty: none).", check="email"),
     Setting("signals", "citations_budget", int, 20,
             "Requests to OpenAlex per day (50 papers each).", minimum=0, maximum=100_000),
+    Setting("signals", "deadline", (int, float), 120.0,
+            "Seconds the signals step may take in a run; no request starts after it, and the send follows.",
+            minimum=1, maximum=3600),
 )
 
 # The fields of one `[[sources]]` entry (an array of tables, so not in SETTINGS).

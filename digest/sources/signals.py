@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -64,6 +65,7 @@ class SignalPolicy:
     openalex_api: str = OPENALEX_API
     mailto: str = ""
     citations_budget: int = 20
+    deadline: float = 120.0  # seconds the whole step may take in a run; no request is started after it
 
     @classmethod
     def of(cls, settings: Any) -> SignalPolicy:
@@ -71,7 +73,8 @@ class SignalPolicy:
         return cls(github=bool(settings.github), github_api=settings.github_api.rstrip("/") or GITHUB_API,
                    github_token_env=settings.github_token_env, github_budget=settings.github_budget,
                    citations=settings.citations, openalex_api=settings.openalex_api.rstrip("/") or OPENALEX_API,
-                   mailto=settings.mailto, citations_budget=settings.citations_budget)
+                   mailto=settings.mailto, citations_budget=settings.citations_budget,
+                   deadline=float(settings.deadline))
 
     @property
     def wanted(self) -> bool:
@@ -86,9 +89,10 @@ class SignalReport:
     citations: int = 0  # papers whose citation count was read
     requests: int = 0
     unknown: int = 0  # repositories or works the services do not know
-    left: int = 0  # keys not asked for want of budget
+    left: int = 0  # keys not asked for want of budget or time
     changed: int = 0  # papers whose counts changed
     problems: list[str] = field(default_factory=list)  # one line a failed service
+    late: bool = False  # the step's deadline passed
 
     def line(self) -> str:
         parts = [f"signals: {self.requests} request{'s' if self.requests != 1 else ''}",
@@ -97,7 +101,7 @@ class SignalReport:
         if self.unknown:
             parts.append(f"{self.unknown} not known")
         if self.left:
-            parts.append(f"{self.left} left for tomorrow's budget")
+            parts.append(f"{self.left} left for a later run")
         return ", ".join(parts) + "".join(f"; {p}" for p in self.problems)
 
 
@@ -120,26 +124,39 @@ def work_doi(paper: Paper) -> str | None:
     return f"{ARXIV_DOI_PREFIX}{paper.arxiv_id}".lower() if paper.arxiv_id else None
 
 
-def refresh(store: Store, policy: SignalPolicy, papers: Sequence[Paper], fetcher: Fetcher, day: date) -> SignalReport:
-    """Ask the configured services for the counts of `papers` (the window's) not asked today; write what they say
-    into the papers. Never raises for a service's failure: that is the report's line."""
+def refresh(store: Store, policy: SignalPolicy, papers: Sequence[Paper], fetcher: Fetcher, day: date, *,
+            clock: Callable[[], float] = time.monotonic) -> SignalReport:
+    """Ask the configured services for the counts of `papers` (the window's) not asked today, starting no request
+    once `policy.deadline` seconds have passed; write what they say into the papers. Never raises for a service's
+    failure: that is the report's line."""
     report = SignalReport()
     if not policy.wanted:
         return report
+    end = clock() + policy.deadline
+
+    def late() -> bool:
+        if clock() < end:
+            return False
+        if not report.late:
+            report.late = True
+            report.problems.append(f"the step's deadline ({policy.deadline:g} s) passed; the rest wait for the "
+                                   "next run")
+        return True
+
     now = datetime.now(UTC).replace(tzinfo=None)
     store.purge_caches(PREFIX, now - timedelta(days=KEEP_DAYS))
     store.purge_caches(BUDGET_PREFIX, now - timedelta(days=2))
     counts: dict[int, dict[str, int | None]] = {}
     if policy.github:
-        _github(store, policy, papers, fetcher, day, report, counts)
-    if policy.citations == "openalex":
-        _openalex(store, policy, papers, fetcher, day, report, counts)
+        _github(store, policy, papers, fetcher, day, report, counts, late)
+    if policy.citations == "openalex" and not late():
+        _openalex(store, policy, papers, fetcher, day, report, counts, late)
     report.changed = store.put_signals(counts)
     return report
 
 
 def _github(store: Store, policy: SignalPolicy, papers: Sequence[Paper], fetcher: Fetcher, day: date,
-            report: SignalReport, counts: dict[int, dict[str, int | None]]) -> None:
+            report: SignalReport, counts: dict[int, dict[str, int | None]], late: Callable[[], bool]) -> None:
     by_repo: dict[str, list[Paper]] = {}
     for paper in papers:
         repo = repository(paper)
@@ -151,6 +168,9 @@ def _github(store: Store, policy: SignalPolicy, papers: Sequence[Paper], fetcher
     budget = _Budget(store, "github", day, policy.github_budget)
     for repo in sorted(by_repo, key=lambda r: -_newest(by_repo[r])):
         if repo not in answers:
+            if late():
+                report.left += 1
+                continue
             if not budget.take():
                 report.left += 1
                 continue
@@ -190,7 +210,7 @@ def read_stars(body: bytes, url: str) -> int:
 
 
 def _openalex(store: Store, policy: SignalPolicy, papers: Sequence[Paper], fetcher: Fetcher, day: date,
-              report: SignalReport, counts: dict[int, dict[str, int | None]]) -> None:
+              report: SignalReport, counts: dict[int, dict[str, int | None]], late: Callable[[], bool]) -> None:
     by_doi: dict[str, list[Paper]] = {}
     for paper in papers:
         doi = work_doi(paper)
@@ -201,7 +221,7 @@ def _openalex(store: Store, policy: SignalPolicy, papers: Sequence[Paper], fetch
     budget = _Budget(store, "citations", day, policy.citations_budget)
     for start in range(0, len(todo), OPENALEX_BATCH):
         batch = todo[start:start + OPENALEX_BATCH]
-        if not budget.take():
+        if late() or not budget.take():
             report.left += len(todo) - start
             break
         report.requests += 1

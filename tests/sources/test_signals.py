@@ -102,7 +102,7 @@ def test_without_a_token_no_authorization_is_sent_and_the_budget_leaves_the_rest
     assert [s.path for s in server.requests] == ["/repos/some-lab/x-net"]  # stored second: the newer paper
     assert "authorization" not in server.requests[0].headers
     assert (first.requests, first.left, second.requests, second.left) == (1, 1, 0, 1)
-    assert "1 left for tomorrow's budget" in first.line()
+    assert "1 left for a later run" in first.line()
 
 
 def test_openalex_counts_come_in_batches_by_doi_and_unknown_works_change_nothing(store):
@@ -256,3 +256,19 @@ def test_a_card_shows_the_stars_and_citations_it_has():
 
     assert signal_counts(replace(MSA, stars=2000, citations=1)) == "★ 2,000 · 1 citation"
     assert signal_counts(replace(MSA, stars=0, citations=None)) == ""
+
+
+def test_no_request_starts_after_the_steps_deadline(store):
+    """A GitHub answering slowly: the step stops asking once its deadline has passed (the clock given), counts
+    the rest as left, says so in one line, and keeps what it had learnt; OpenAlex is not asked at all."""
+    papers = stored(store, MSA, FEED, Paper("Third", "Code: github.com/c/d", arxiv_id="2606.12999"))
+    ticks = iter(range(100))
+    scripts = {f"/repos/{r}": [Reply(body=repo_body(r, 7))] for r in ("minimax-ai/msa", "some-lab/x-net", "c/d")}
+    with ScriptedServer(scripts | {"/works": [Reply(body=WORKS)]}) as server:
+        policy = SignalPolicy(github=True, github_api=server.base, github_token_env="", citations="openalex",
+                              openalex_api=server.base, deadline=1.5)
+        report = refresh(store, policy, list(papers.values()), fetcher(), DAY, clock=lambda: float(next(ticks)))
+    assert len(server.requests) == 1 and not any(s.path.startswith("/works") for s in server.requests)
+    assert (report.requests, report.left, report.late) == (1, 2, True)
+    assert "the step's deadline (1.5 s) passed" in report.line() and "2 left for a later run" in report.line()
+    assert sum(1 for p in store.all_papers() if p.stars == 7) == 1
