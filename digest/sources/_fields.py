@@ -7,7 +7,7 @@ import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import date
-from typing import AnyStr
+from typing import AnyStr, Protocol
 
 from digest.models import NOT_TEXT, Paper, ParseResult, RecordError
 from digest.sources._json import LongNumber
@@ -49,6 +49,24 @@ class SourceError(Exception):
         super().__init__(f"{source}: {reason}")
         self.source = source
         self.reason = reason
+
+
+class Spec(Protocol):
+    """What a paged API's walk reads of its `[[sources]]` entry (`live.SourceSpec` is one): the walkers take this,
+    not the entry's class, so the entry may name them without their naming it back."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def url(self) -> str: ...
+    @property
+    def categories(self) -> tuple[str, ...]: ...
+    @property
+    def days(self) -> int: ...
+    @property
+    def venue(self) -> str: ...
+    @property
+    def label(self) -> str: ...
 
 
 class PageError(SourceError):

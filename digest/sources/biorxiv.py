@@ -30,6 +30,7 @@ from digest.sources._fields import (
     BadRecord,
     PageError,
     Reading,
+    Spec,
     checked,
     collapse,
     iso_date,
@@ -42,7 +43,6 @@ from digest.sources._json import loads
 
 if TYPE_CHECKING:
     from digest.sources.fetch import Fetched, Fetcher
-    from digest.sources.live import SourceSpec
 
 BIORXIV = "biorxiv"
 MEDRXIV = "medrxiv"
@@ -68,14 +68,14 @@ class Page:
     total: int | None  # how many the whole range holds, as the API says
 
 
-def details_url(spec: SourceSpec, day: date, cursor: int = 0) -> str:
+def details_url(spec: Spec, day: date, cursor: int = 0) -> str:
     """The URL of the page at `cursor` of `spec`'s range of days, which ends on `day`."""
     start = day - timedelta(days=max(spec.days, 1) - 1)
     base = (spec.url or API).rstrip("/")
     return f"{base}/details/{spec.kind}/{start.isoformat()}/{day.isoformat()}/{cursor}/json"
 
 
-def walk(spec: SourceSpec, day: date, fetcher: Fetcher, *, limit: int) -> tuple[ParseResult, Fetched]:
+def walk(spec: Spec, day: date, fetcher: Fetcher, *, limit: int) -> tuple[ParseResult, Fetched]:
     """Every page of `spec`'s range fetched and read; the papers (one per DOI, its latest version) and the refused
     records, with what the fetches cost. FetchError or SourceError when a page cannot be had or read."""
     from digest.sources.fetch import Fetched, Validators

@@ -38,6 +38,7 @@ from digest.sources._fields import (
     BadRecord,
     PageError,
     Reading,
+    Spec,
     checked,
     collapse,
     json_kind,
@@ -49,7 +50,6 @@ from digest.sources._json import loads
 
 if TYPE_CHECKING:
     from digest.sources.fetch import Fetched, Fetcher
-    from digest.sources.live import SourceSpec
 
 KIND = "openreview"
 API = "https://api2.openreview.net"
@@ -82,7 +82,7 @@ class Page:
         return offset >= self.count if self.count is not None else self.notes < PAGE_SIZE
 
 
-def notes_url(spec: SourceSpec, offset: int = 0) -> str:
+def notes_url(spec: Spec, offset: int = 0) -> str:
     """The URL of the page at `offset` of `spec`'s venue."""
     base = (spec.url or API).rstrip("/")
     return f"{base}/notes?content.venueid={quote(spec.venue, safe='')}&offset={offset}&limit={PAGE_SIZE}"
@@ -97,7 +97,7 @@ def venue_problem(venue: str) -> str | None:
     return None
 
 
-def walk(spec: SourceSpec, day: date, fetcher: Fetcher, *, limit: int) -> tuple[ParseResult, Fetched]:
+def walk(spec: Spec, day: date, fetcher: Fetcher, *, limit: int) -> tuple[ParseResult, Fetched]:
     """Every page of `spec`'s venue fetched and read; the papers (one per note) and the refused notes, with what the
     fetches cost. FetchError or SourceError when a page cannot be had or read."""
     from digest.sources.fetch import Fetched, Validators
