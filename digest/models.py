@@ -107,6 +107,24 @@ class Paper:
         return hash((self.arxiv_id, self.title))
 
 
+# github.com/OWNER/REPO in text: an owner is 1 to 39 letters, digits or hyphens, a repository name up to 100 letters,
+# digits, '.', '_' and '-' (a trailing '.git' or full stop is not part of it); GitHub's own pages are not owners.
+_GITHUB_REPO = re.compile(r"github\.com/([A-Za-z0-9][A-Za-z0-9-]{0,38})/([A-Za-z0-9._-]{1,100})", re.IGNORECASE)
+_NOT_OWNERS = frozenset({"orgs", "sponsors", "features", "topics", "marketplace", "settings", "about", "apps"})
+
+
+def code_repository(paper: Paper) -> str | None:
+    """The GitHub repository of the paper's code as "owner/repo" (as written): the source's repository link, else
+    the first github.com link of its abstract; None without one."""
+    for text in (paper.github_url, paper.abstract):
+        for match in _GITHUB_REPO.finditer(text or ""):
+            owner, name = match.group(1), match.group(2).rstrip(".")
+            name = name[:-4] if name.lower().endswith(".git") else name
+            if owner.lower() not in _NOT_OWNERS and name and name not in (".", ".."):
+                return f"{owner}/{name}"
+    return None
+
+
 def is_old(paper: Paper, day: date, max_age_days: float) -> bool:
     """Whether `paper` was published more than `max_age_days` before `day` (0: none is old; undated: not old)."""
     return bool(max_age_days and paper.published and (day - paper.published).days > max_age_days)

@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import quote, quote_plus
 
-from digest.models import AGAIN_SECTION, Digest, Item, Paper
+from digest.models import AGAIN_SECTION, Digest, Item, Paper, code_repository
 from digest.sources.latex import plain
 
 SUBJECT_LIMIT = 150
@@ -25,7 +25,6 @@ ARXIV_ABS = "https://arxiv.org/abs/"
 ARXIV_PDF = "https://arxiv.org/pdf/"
 HF_PAPER = "https://huggingface.co/papers/"
 _WEB_URL = re.compile(r"https?://[^\s<>\"'\x00-\x1f\x7f]+", re.I)
-_GITHUB_IN_TEXT = re.compile(r"https?://(?:www\.)?github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", re.I)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\[])")
 # A sentence saying what the paper does or found: the one an extractive TL;DR quotes.
 _CONTRIBUTION = re.compile(r"\b(?:we|our|this (?:paper|work|study))\b[^.]*?\b(?:propos|present|introduc|show|find|"
@@ -127,7 +126,8 @@ def paper_links(paper: Paper) -> tuple[tuple[str, str], ...]:
     if arxiv_id(paper):
         links.append(("arXiv", ARXIV_ABS + _arxiv_path(paper)))
         links.append(("PDF", ARXIV_PDF + _arxiv_path(paper)))
-    code = web_url(paper.github_url) or _code_in(paper.abstract)
+    repo = code_repository(paper)  # the source's link, else one in the abstract
+    code = web_url(paper.github_url) or (f"https://github.com/{repo}" if repo else "")
     if code:
         links.append(("Code", code))
     project = web_url(paper.project_url)
@@ -136,12 +136,6 @@ def paper_links(paper: Paper) -> tuple[tuple[str, str], ...]:
     if arxiv_id(paper) and (paper.upvotes is not None or paper.comments is not None or paper.summary):
         links.append(("Hugging Face", HF_PAPER + _arxiv_path(paper)))
     return tuple(links)
-
-
-def _code_in(text: str) -> str:
-    """The first GitHub repository an abstract names ("Code is at https://github.com/a/b."), else ""."""
-    match = _GITHUB_IN_TEXT.search(text)
-    return match.group().rstrip(".") if match else ""
 
 
 SUMMARY_CHARS = 1000  # the most of a model's summary shown (summaries.max_chars bounds it when it is made)

@@ -34,7 +34,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from digest.errors import FetchError
-from digest.models import ARXIV_DOI_PREFIX, Paper
+from digest.models import ARXIV_DOI_PREFIX, Paper, code_repository
 from digest.sources import _json
 from digest.sources.fetch import Fetcher
 from digest.store import Store
@@ -47,10 +47,6 @@ MAX_COUNT = 10**12  # a count larger than any real one is not read
 PREFIX = "signal:"  # + "github:owner/repo" or "citations:ref": "<day> <count>" ("<day> -" when not known)
 BUDGET_PREFIX = "signal-budget:"  # + "github:" or "citations:" + the day: requests made that day
 KEEP_DAYS = 30  # an answer not asked again for this long is dropped from the cache
-# github.com/OWNER/REPO in text: an owner is 1-39 letters, digits or hyphens; a repository name letters, digits,
-# '.', '_' and '-' (a trailing '.git' or sentence full stop is not part of it).
-_REPO = re.compile(r"github\.com/([A-Za-z0-9](?:[A-Za-z0-9-]{0,38}))/([A-Za-z0-9._-]{1,100})")
-_NOT_OWNERS = frozenset({"orgs", "sponsors", "features", "topics", "marketplace", "settings", "about", "apps"})
 
 
 @dataclass(frozen=True)
@@ -106,15 +102,10 @@ class SignalReport:
 
 
 def repository(paper: Paper) -> str | None:
-    """The paper's GitHub repository as "owner/repo" (lower-case: GitHub's names ignore case), from the source's
-    repository link, else the first github.com link of its abstract; None without one."""
-    for text in (paper.github_url, paper.abstract):
-        for match in _REPO.finditer(text or ""):
-            owner, name = match.group(1), match.group(2).rstrip(".")
-            name = name[:-4] if name.lower().endswith(".git") else name
-            if owner.lower() not in _NOT_OWNERS and name and name not in (".", ".."):
-                return f"{owner}/{name}".lower()
-    return None
+    """The paper's GitHub repository as "owner/repo" (`models.code_repository`), lower-case as the cache keys it
+    (GitHub's names ignore case); None without one."""
+    repo = code_repository(paper)
+    return repo.lower() if repo else None
 
 
 def work_doi(paper: Paper) -> str | None:

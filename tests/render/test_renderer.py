@@ -96,6 +96,21 @@ def test_arxiv_papers_link_abstract_pdf_code_project_and_discussion(renderer):
         assert url in out.text
 
 
+def test_code_named_in_an_abstract_links_the_repository_the_trend_asks_about(renderer):
+    """An abstract's repository, written with or without a scheme, with ".git" or a full stop after it, is the
+    card's Code link, the same repository the trend's signals ask GitHub about; GitHub's own pages are not code."""
+    from digest.sources.signals import repository
+
+    for text, expected in (("Code: github.com/Some-Lab/x-net.git.", "https://github.com/Some-Lab/x-net"),
+                           ("See https://github.com/orgs/acme and https://github.com/acme/tool.", "https://github.com/acme/tool"),
+                           ("Nothing here: github.com/sponsors/x.", None)):
+        card_paper = paper(1, abstract=text)
+        out = renderer.render(digest_of(card_paper), NEWS, LINKS)
+        card = BeautifulSoup(out.html, "html.parser").find("td", class_="card")
+        assert {a.get_text(strip=True): a["href"] for a in card("a")}.get("Code") == expected, text
+        assert repository(card_paper) == (expected.removeprefix("https://github.com/").lower() if expected else None)
+
+
 def test_an_authors_tldr_is_labelled_as_theirs_in_the_email_and_the_feed(renderer):
     """A summary the authors wrote (an OpenReview TL;DR) says so, in both parts and the reader's feed; never "AI"."""
     from digest.web.feeds import _summary
