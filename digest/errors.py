@@ -67,8 +67,9 @@ class RenderError(DigestError):
 class FetchError(DigestError):
     """A source could not be fetched; says which URL, why, and after how many attempts."""
 
-    def __init__(self, url: str, reason: str, attempts: int = 1) -> None:
+    def __init__(self, url: str, reason: str, attempts: int = 1, *, status: int | None = None) -> None:
         super().__init__(f"{url}: {reason}")
         self.url = url
         self.reason = reason
         self.attempts = attempts
+        self.status = status  # the HTTP status of a refusal (404, 403 …), None for any other failure

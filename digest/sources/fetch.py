@@ -101,7 +101,7 @@ class Fetcher:
             else:
                 problem = f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
                 if response.status_code not in RETRY_STATUSES:
-                    raise FetchError(url, problem, attempt)
+                    raise FetchError(url, problem, attempt, status=response.status_code)
                 wait = _retry_after(response) or self._backoff(attempt)
                 if wait > self.policy.max_wait:
                     raise FetchError(url, f"{problem}; asked to retry after {wait:.0f} s", attempt)

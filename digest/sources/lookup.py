@@ -112,7 +112,7 @@ def look_up(entries: Sequence[LibraryEntry], known: Callable[[list[str]], set[st
         try:
             work = _crossref(fetcher, doi_api, out[n].doi or "")
         except FetchError as exc:
-            if "HTTP 404" in str(exc):
+            if exc.status == 404:
                 looked.not_found.append(out[n].line or n + 1)
                 continue
             looked.not_looked += len(by_doi) - k

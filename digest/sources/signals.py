@@ -189,7 +189,7 @@ def _stars(fetcher: Fetcher, api: str, repo: str, headers: dict[str, str]) -> in
     try:
         body = fetcher.get(url, accept=("application/json",), limit=MAX_BODY, headers=headers).body
     except FetchError as exc:
-        if exc.reason.startswith(("HTTP 404", "HTTP 410", "HTTP 451")):
+        if exc.status in (404, 410, 451):
             return None
         raise
     return read_stars(body, url)
