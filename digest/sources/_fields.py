@@ -3,6 +3,7 @@ paper is checked against before it may reach the store."""
 
 from __future__ import annotations
 
+import json
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -10,7 +11,7 @@ from datetime import date
 from typing import AnyStr, Protocol
 
 from digest.models import NOT_TEXT, Paper, ParseResult, RecordError
-from digest.sources._json import LongNumber
+from digest.sources._json import LongNumber, loads
 from digest.sources.latex import plain
 
 MAX_TITLE_CHARS = 500
@@ -85,6 +86,18 @@ def page_text(body: bytes, source: str, url: str) -> str:
     except UnicodeDecodeError as error:
         raise PageError(source, url, f"not UTF-8 (byte {body[error.start]:#04x} at offset {error.start:,}); nothing "
                                      "from it was stored") from None
+
+
+def page_json(text: str, source: str, where: str, what: str) -> object:
+    """A page's text read as JSON (with `_json`'s limits); PageError naming `where` when it is empty or not JSON
+    (`what`: the response it should be, "a details response")."""
+    if not text.strip():
+        raise PageError(source, where, f"the body is empty, not {what}; nothing from it was stored")
+    try:
+        return loads(text)
+    except json.JSONDecodeError as error:
+        raise PageError(source, where, f"invalid JSON: {error.msg} (line {error.lineno}, column {error.colno}); "
+                                       "nothing from it was stored") from None
 
 
 def json_kind(value: object) -> str:

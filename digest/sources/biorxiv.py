@@ -18,7 +18,6 @@ naming its number in the walk and its DOI; a page that is not a details response
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -35,11 +34,11 @@ from digest.sources._fields import (
     collapse,
     iso_date,
     json_kind,
+    page_json,
     page_text,
     require_title,
     shown,
 )
-from digest.sources._json import loads
 
 if TYPE_CHECKING:
     from digest.sources.fetch import Fetched, Fetcher
@@ -117,13 +116,7 @@ def read_page(text: str, source: str, *, seen_on: date, server: str = BIORXIV, w
     """The papers of one details response whose first record is number `start` + 1 of the walk; records whose
     category is not `wanted` (when any is) are passed over. PageError when the text is not a details response."""
     where = url or source
-    if not text.strip():
-        raise PageError(source, where, "the body is empty, not a details response; nothing from it was stored")
-    try:
-        data = loads(text)
-    except json.JSONDecodeError as error:
-        raise PageError(source, where, f"invalid JSON: {error.msg} (line {error.lineno}, column {error.colno}); "
-                                       "nothing from it was stored") from None
+    data = page_json(text, source, where, "a details response")
     if not isinstance(data, dict):
         raise PageError(source, where, f"expected a details response (an object with 'messages' and 'collection'), "
                                        f"found {json_kind(data)}; nothing from it was stored")

@@ -26,7 +26,6 @@ is not asked for one.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -42,11 +41,11 @@ from digest.sources._fields import (
     checked,
     collapse,
     json_kind,
+    page_json,
     page_text,
     require_title,
     shown,
 )
-from digest.sources._json import loads
 
 if TYPE_CHECKING:
     from digest.sources.fetch import Fetched, Fetcher
@@ -135,13 +134,7 @@ def read_page(text: str, reading: Reading, *, seen_on: date, start: int = 0, url
     """The notes of one response, whose first is number `start` + 1 of the walk, read into `reading`. PageError
     when the text is not a notes response."""
     source, where = reading.source, url or reading.source
-    if not text.strip():
-        raise PageError(source, where, "the body is empty, not a notes response; nothing from it was stored")
-    try:
-        data = loads(text)
-    except json.JSONDecodeError as error:
-        raise PageError(source, where, f"invalid JSON: {error.msg} (line {error.lineno}, column {error.colno}); "
-                                       "nothing from it was stored") from None
+    data = page_json(text, source, where, "a notes response")
     if not isinstance(data, dict) or not isinstance(data.get("notes"), list):
         raise PageError(source, where, f"{_not_notes(data)}; nothing from it was stored")
     notes, count = data["notes"], data.get("count")
