@@ -148,39 +148,27 @@ def refresh(store: Store, policy: SignalPolicy, papers: Sequence[Paper], fetcher
 
 def _github(store: Store, policy: SignalPolicy, papers: Sequence[Paper], fetcher: Fetcher, day: date,
             report: SignalReport, counts: dict[int, dict[str, int | None]], late: Callable[[], bool]) -> None:
-    by_repo: dict[str, list[Paper]] = {}
-    for paper in papers:
-        repo = repository(paper)
-        if repo and paper.store_id is not None:
-            by_repo.setdefault(repo, []).append(paper)
+    by_repo = _grouped(papers, repository)
     answers = _asked(store, "github", list(by_repo), day)
     token = os.environ.get(policy.github_token_env, "") if policy.github_token_env else ""
     headers = {"X-GitHub-Api-Version": "2022-11-28"} | ({"Authorization": f"Bearer {token}"} if token else {})
     budget = _Budget(store, "github", day, policy.github_budget)
-    for repo in sorted(by_repo, key=lambda r: -_newest(by_repo[r])):
-        if repo not in answers:
-            if late():
-                report.left += 1
-                continue
-            if not budget.take():
-                report.left += 1
-                continue
-            report.requests += 1
-            try:
-                answers[repo] = _stars(fetcher, policy.github_api, repo, headers)
-            except FetchError as exc:
-                report.problems.append(f"GitHub: {exc}")
-                break
-            finally:
-                budget.save()
-            store.put_cache(f"{PREFIX}github:{repo}", _kept(day, answers[repo]))
-        stars = answers[repo]
-        if stars is None:
-            report.unknown += 1
-            continue
-        report.stars += 1
-        for paper in by_repo[repo]:
-            counts.setdefault(paper.store_id or 0, {})["stars"] = stars
+    todo = sorted((r for r in by_repo if r not in answers), key=lambda r: -_newest(by_repo[r]))
+    for n, repo in enumerate(todo):
+        if late() or not budget.take():
+            report.left += len(todo) - n
+            break
+        report.requests += 1
+        try:
+            answers[repo] = _stars(fetcher, policy.github_api, repo, headers)
+        except FetchError as exc:
+            report.problems.append(f"GitHub: {exc}")
+            break
+        finally:
+            budget.save()
+        store.put_cache(f"{PREFIX}github:{repo}", _kept(day, answers[repo]))
+    report.stars, unknown = _written(by_repo, answers, "stars", counts)
+    report.unknown += unknown
 
 
 def _stars(fetcher: Fetcher, api: str, repo: str, headers: dict[str, str]) -> int | None:
@@ -197,16 +185,15 @@ def _stars(fetcher: Fetcher, api: str, repo: str, headers: dict[str, str]) -> in
 
 def read_stars(body: bytes, url: str) -> int:
     """A "Get a repository" answer's `stargazers_count`; FetchError naming `url` when the body is not one."""
-    return _count(_object(body, url).get("stargazers_count"), url, "stargazers_count") or 0
+    count = _count(_object(body, url).get("stargazers_count"))
+    if count is None:
+        raise FetchError(url, "stargazers_count is not a count")
+    return count
 
 
 def _openalex(store: Store, policy: SignalPolicy, papers: Sequence[Paper], fetcher: Fetcher, day: date,
               report: SignalReport, counts: dict[int, dict[str, int | None]], late: Callable[[], bool]) -> None:
-    by_doi: dict[str, list[Paper]] = {}
-    for paper in papers:
-        doi = work_doi(paper)
-        if doi and paper.store_id is not None:
-            by_doi.setdefault(doi, []).append(paper)
+    by_doi = _grouped(papers, work_doi)
     answers = _asked(store, "citations", list(by_doi), day)
     todo = sorted((d for d in by_doi if d not in answers), key=lambda d: -_newest(by_doi[d]))
     budget = _Budget(store, "citations", day, policy.citations_budget)
@@ -223,18 +210,36 @@ def _openalex(store: Store, policy: SignalPolicy, papers: Sequence[Paper], fetch
             break
         finally:
             budget.save()
-        for doi in batch:
-            answers[doi] = found.get(doi)
+        answers.update({doi: found.get(doi) for doi in batch})
         store.put_caches({f"{PREFIX}citations:{doi}": _kept(day, found.get(doi)) for doi in batch})
-    for doi, kept in by_doi.items():
-        if doi not in answers:
+    report.citations, unknown = _written(by_doi, answers, "citations", counts)
+    report.unknown += unknown
+
+
+def _grouped(papers: Sequence[Paper], key: Callable[[Paper], str | None]) -> dict[str, list[Paper]]:
+    """The stored papers by what a service is asked about them (a repository, a DOI); those without one left out."""
+    out: dict[str, list[Paper]] = {}
+    for paper in papers:
+        asked = key(paper)
+        if asked and paper.store_id is not None:
+            out.setdefault(asked, []).append(paper)
+    return out
+
+
+def _written(groups: dict[str, list[Paper]], answers: dict[str, int | None], name: str,
+             counts: dict[int, dict[str, int | None]]) -> tuple[int, int]:
+    """Each answered key's count set as `name` of its papers in `counts`; (keys with a count, keys not known)."""
+    known = unknown = 0
+    for key, kept in groups.items():
+        if key not in answers:
             continue
-        if answers[doi] is None:
-            report.unknown += 1
+        if answers[key] is None:
+            unknown += 1
             continue
-        report.citations += 1
+        known += 1
         for paper in kept:
-            counts.setdefault(paper.store_id or 0, {})["citations"] = answers[doi]
+            counts.setdefault(paper.store_id or 0, {})[name] = answers[key]
+    return known, unknown
 
 
 def _cited_by(fetcher: Fetcher, policy: SignalPolicy, dois: Sequence[str]) -> dict[str, int]:
@@ -259,7 +264,7 @@ def read_citations(body: bytes, url: str) -> dict[str, int]:
         if not isinstance(doi, str):
             continue
         doi = re.sub(r"^https?://(?:dx\.)?doi\.org/", "", doi.strip(), flags=re.IGNORECASE).lower()
-        count = _count(work.get("cited_by_count"), url, "cited_by_count", required=False)
+        count = _count(work.get("cited_by_count"))
         if count is not None:
             out[doi] = count
     return out
@@ -276,11 +281,10 @@ def _object(body: bytes, url: str) -> dict[str, Any]:
     return data
 
 
-def _count(value: object, url: str, what: str, *, required: bool = True) -> int | None:
+def _count(value: object) -> int | None:
+    """`value` when it is a whole number from 0 to MAX_COUNT (JSON's true is not one), else None."""
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT:
         return value
-    if required:
-        raise FetchError(url, f"{what} is not a count")
     return None
 
 
