@@ -24,7 +24,7 @@ from digest.delivery.handover import Outcome
 from digest.delivery.message import message_id
 from digest.delivery.sender import SendReport
 from digest.errors import UsageError
-from digest.models import Composed, Subscriber
+from digest.models import Composed, Paper, Subscriber
 from digest.schedule import Daemon, Slot, due_slots
 from digest.sources import lookup, signals
 from digest.sources.collect import CollectReport, collect
@@ -111,8 +111,7 @@ def run(app: App, now: datetime, day: date | None = None, *, dry_run: bool = Fal
     report = RunReport()
     with recorded(app.store, "run") as entry:
         report.fetched, report.ingested = fetch(app, day or now.date())
-        report.signals = trend_signals(app, day or now.date())
-        report.summaries = summarise(app, day or now.date())
+        report.signals, report.summaries = enrich(app, day or now.date())
         synced = app.profiles.sync()
         report.problems = synced.problems
         for digest_day, slots in due(app, synced, now, day):
@@ -136,7 +135,18 @@ def fetch(app: App, day: date) -> tuple[CollectReport | None, IngestReport | Non
     return report, None
 
 
-def trend_signals(app: App, day: date) -> SignalReport | None:
+def enrich(app: App, day: date) -> tuple[SignalReport | None, SummaryReport | None]:
+    """After the fetch, what outside services add to the window's papers, each where its settings ask (None where
+    not): trend signals (`[signals]`), then TL;DRs (`[summaries]`). The window is read once for both."""
+    window: list[Paper] = []
+    wanted = SignalPolicy.of(app.config.signals).wanted or bool(app.config.summaries.endpoint and
+                                                                app.config.summaries.model)
+    if wanted:
+        window = app.store.candidates(day, app.config.select.window_days)
+    return trend_signals(app, day, window), summarise(app, day, window)
+
+
+def trend_signals(app: App, day: date, window: Sequence[Paper]) -> SignalReport | None:
     """GitHub stars and citation counts of the window's papers where `[signals]` asks for them (see
     `digest.sources.signals`); None without. Whatever fails is the report's one line, never the run's end."""
     policy = SignalPolicy.of(app.config.signals)
@@ -144,28 +154,28 @@ def trend_signals(app: App, day: date) -> SignalReport | None:
         return None
     fetcher = Fetcher(FetchPolicy.of(app.config.fetch))
     try:
-        return signals.refresh(app.store, policy, app.store.candidates(day, app.config.select.window_days), fetcher,
-                               day)
+        return signals.refresh(app.store, policy, window, fetcher, day)
     except Exception as exc:  # noqa: BLE001 - the digests go out with the counts the papers had
         log.warning("trend signals failed", exc_info=True)
-        return SignalReport(problems=[f"an unexpected error ({exc.__class__.__name__}: "
-                                      f"{' '.join(str(exc).split())[:200]})"])
+        return SignalReport(problems=[_unexpected(exc)])
     finally:
         fetcher.close()
 
 
-def summarise(app: App, day: date) -> SummaryReport | None:
-    """TL;DRs of the day's pool's papers where `[summaries]` names a model (see `digest.summaries`); None without
-    it. Bounded in time (summaries.deadline); whatever fails is the report's one line, never the run's end."""
+def summarise(app: App, day: date, window: Sequence[Paper]) -> SummaryReport | None:
+    """TL;DRs of the window's papers where `[summaries]` names a model (see `digest.summaries`); None without it.
+    Bounded in time (summaries.deadline); whatever fails is the report's one line, never the run's end."""
     settings = app.config.summaries
     try:
-        papers = app.store.candidates(day, app.config.select.window_days) if settings.endpoint and settings.model \
-            else ()
-        return summaries.make(app.store, settings, papers, day)
+        return summaries.make(app.store, settings, window if settings.endpoint and settings.model else (), day)
     except Exception as exc:  # noqa: BLE001 - the digests go out with the sentences from the abstracts
         log.warning("summaries failed", exc_info=True)
-        why = " ".join(str(exc).split())[:200]
-        return SummaryReport(failure=f"an unexpected error ({exc.__class__.__name__}: {why})")
+        return SummaryReport(failure=_unexpected(exc))
+
+
+def _unexpected(exc: Exception) -> str:
+    """An error no step expected, as its one line in the run's report."""
+    return f"an unexpected error ({exc.__class__.__name__}: {' '.join(str(exc).split())[:200]})"
 
 
 def due(app: App, synced: SyncReport, now: datetime, day: date | None) -> list[tuple[date, list[Slot] | None]]:
@@ -281,12 +291,7 @@ def fetch_job(app: App, day: date) -> CollectReport | IngestReport:
         fetched, ingested = fetch(app, day)
         report: CollectReport | IngestReport = fetched or ingested  # type: ignore[assignment]
         entry.lines.append(report.summary())
-        counted = trend_signals(app, day)
-        if counted is not None:
-            entry.lines.append(counted.line())
-        made = summarise(app, day)
-        if made is not None:
-            entry.lines.append(made.line())
+        entry.lines += [made.line() for made in enrich(app, day) if made is not None]
         entry.failed = bool(fetched.failed) if fetched else bool(ingested and ingested.errors)
     return report
 

@@ -195,7 +195,7 @@ def test_the_step_stops_at_its_deadline(make_app):
     with ChatServer(lambda body: Answer("Fine.", delay=0.4)) as server:
         app = make_app(endpoint=server.endpoint, model="m", deadline=1, daily_budget=1000)
         started = time.monotonic()
-        report = daily.summarise(app, DAY)
+        report = daily.enrich(app, DAY)[1]
         took = time.monotonic() - started
     assert report is not None and "deadline (1 s) passed" in report.failure
     assert 1 <= len(server.asked) <= 4 and report.made == len(server.asked) - ("mid-answer" in report.failure)
@@ -242,7 +242,7 @@ def test_hostile_or_empty_answers_are_refused_one_by_one(make_app, content, why)
     kept, the report counts them, the digests keep the quoted sentences."""
     with ChatServer(lambda body: Answer(content)) as server:
         app = make_app(endpoint=server.endpoint, model="m", daily_budget=1000)
-        report = daily.summarise(app, DAY)
+        report = daily.enrich(app, DAY)[1]
     papers = wanted(app)
     assert len(server.asked) == len(papers)
     assert report is not None and report.refused == len(papers) and report.made == 0 and not report.failure
@@ -282,9 +282,9 @@ def test_the_daily_budget_bounds_the_requests_and_runs_of_a_day_share_it(make_ap
         probe = make_app()
         n = len(wanted(probe)) - 1
         app = make_app(endpoint=server.endpoint, model="m", daily_budget=n)
-        report = daily.summarise(app, DAY)
+        report = daily.enrich(app, DAY)[1]
         first = len(server.asked)
-        second = daily.summarise(app, DAY)
+        second = daily.enrich(app, DAY)[1]
         total = len(server.asked)
     assert first == n == total
     assert report is not None and report.made == n and report.left == 1
@@ -305,7 +305,7 @@ def test_the_key_goes_as_a_bearer_token_from_the_variable_named(make_app, monkey
         monkeypatch.delenv("TEST_SUMMARY_KEY")
         other = make_app(endpoint=server.endpoint, model="m", key_env="TEST_SUMMARY_KEY", daily_budget=1,
                          store={"url": "sqlite:///other.db"})
-        daily.summarise(other, DAY)
+        daily.enrich(other, DAY)[1]
         bare = server.asked[len(keyed):]
     assert keyed == ["Bearer sk-local-123"] * 2
     assert "sk-local-123" not in "\n".join(report.lines())
@@ -316,7 +316,7 @@ def test_a_key_is_never_sent_over_plain_http_to_another_machine(make_app, monkey
     """A key with an http endpoint that is not this machine: no request, one line saying why."""
     monkeypatch.setenv("DIGEST_SUMMARIES_KEY", "sk-secret")
     app = make_app(endpoint="http://summaries.invalid/v1", model="m")
-    report = daily.summarise(app, DAY)
+    report = daily.enrich(app, DAY)[1]
     assert report is not None and report.failure == ("the API key in $DIGEST_SUMMARIES_KEY is sent over https "
                                                      "only (or over http to this machine)")
     assert "sk-secret" not in report.line()
